@@ -1,0 +1,73 @@
+// The Communicator interface every layer above comm/ uses, and its work handle.
+// Backends: Gloo (CPU tensors, TCP) and NCCL (CUDA tensors). Every collective of a backend
+// passes through one private function of that backend, which assigns the sequence number,
+// applies the timeout and turns failures into CommError / TimeoutError with context.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zero {
+
+enum class ReduceOp { kSum, kAvg, kMax };
+enum class Backend { kGloo, kNccl };
+
+const char* to_string(ReduceOp op);
+const char* to_string(Backend backend);
+
+// A handle on one issued collective.
+// Gloo: the collective runs on the communicator's worker thread; wait() blocks the host
+// until it finished (or failed, or timed out) and rethrows its error.
+// NCCL: the collective is enqueued on the communicator's stream; wait() makes the caller's
+// current CUDA stream wait for it (an event), blocking the host only to surface errors.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks as described above; throws CommError / TimeoutError. Safe to call twice.
+  virtual void wait() = 0;
+  // Non-blocking: true once the collective finished, successfully or not.
+  virtual bool is_completed() = 0;
+  // The failure of a completed collective, or nullptr.
+  virtual std::exception_ptr error() = 0;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+// All tensors are flat (contiguous, any shape; only numel counts) and live on the device
+// the backend serves. Supported dtypes: float32, float16, bfloat16, int32, int64.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual Backend backend() const = 0;
+
+  // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing.
+  virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
+  // input.numel() == world_size * output.numel(); rank r receives op over chunk r.
+  virtual WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
+  // Uneven shards: input.numel() == sum(counts); rank r receives counts[r] elements,
+  // the reduction of input[offset_r, offset_r + counts[r]). counts[r] may be 0.
+  virtual WorkHandle reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                                      const std::vector<int64_t>& counts, ReduceOp op) = 0;
+  // output.numel() == world_size * input.numel(); rank r's input lands in chunk r.
+  virtual WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) = 0;
+  // Uneven: input.numel() == counts[rank]; output.numel() == sum(counts).
+  virtual WorkHandle all_gather_v(const at::Tensor& input, at::Tensor& output,
+                                  const std::vector<int64_t>& counts) = 0;
+  // In place: every rank ends with root's `tensor`.
+  virtual WorkHandle broadcast(at::Tensor& tensor, int root) = 0;
+  virtual WorkHandle barrier() = 0;
+
+  // Sub-groups. Collective over all ranks of this communicator (every rank calls it with the
+  // same `ranks`); returns nullptr on ranks not in `ranks`. Ranks are of this communicator.
+  virtual std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
+};
+
+}  // namespace zero
