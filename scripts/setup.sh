@@ -6,8 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache git
   libtorch-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
-  openmpi-bin openssh-server openssh-client procps psmisc
+  openmpi-bin openssh-server openssh-client procps psmisc pdsh
   clang libclang-rt-14-dev
+  libopenblas0-serial
 )
 
 missing=()
@@ -28,4 +29,4 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+$SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,50 @@
+// What each rank's process sees: its environment (RANK, LOCAL_RANK, ... plus the forwarded
+// variables and .deepspeed_env lines) and its argv (--local_rank=N); local GPU detection.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "resources.h"
+
+namespace zero::launcher {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// Variables whose name starts with one of these are forwarded to every node.
+inline const std::vector<std::string> kExportPrefixes = {"NCCL_", "ZERO_", "UCX_"};
+inline constexpr const char* kEnvFileName = ".deepspeed_env";
+
+EnvMap current_environment();  // a copy of environ
+
+// GPUs of this machine from /proc/driver/nvidia/gpus, else the /dev/nvidiaN device nodes (no
+// nvidia-smi, no CUDA runtime), and the launcher's own CUDA_VISIBLE_DEVICES. Dirs replaceable
+// for tests.
+LocalDevices detect_local_devices(const std::string& proc_dir = "/proc/driver/nvidia/gpus",
+                                  const std::string& dev_dir = "/dev");
+
+// KEY=VALUE lines (blank lines and # comments skipped); throws UsageError on other lines.
+EnvMap parse_env_file(const std::string& text, const std::string& origin);
+// The variables forwarded to every node: the prefixes above taken from `env`, then the lines
+// of $HOME/.deepspeed_env, then ./.deepspeed_env (later ones win, as in DeepSpeed).
+EnvMap collect_exports(const EnvMap& env, const std::string& home_dir, const std::string& cwd);
+
+struct RankPlacement {
+  int rank = 0, local_rank = 0, world_size = 1, local_world_size = 1;
+  int node_rank = 0, num_nodes = 1;
+};
+
+// The environment of one rank: `base` + the exports + the torch.distributed variables.
+// `visible_devices` (the node's slot list) sets CUDA_VISIBLE_DEVICES when non-empty.
+EnvMap build_rank_env(const EnvMap& base, const EnvMap& exports, const RankPlacement& placement,
+                      const std::string& master_addr, int master_port,
+                      const std::string& visible_devices);
+
+// PROGRAM --local_rank=N ARGS... (DeepSpeed puts --local_rank before the user's arguments).
+std::vector<std::string> rank_argv(const Options& options, int local_rank);
+
+std::vector<std::string> to_envp(const EnvMap& env);  // "KEY=VALUE" strings
+
+}  // namespace zero::launcher
