@@ -1,0 +1,258 @@
+// The typed, validated ds_config: one Config value per DeepSpeed-style JSON file.
+// Field names are the ds_config keys; defaults are DeepSpeed's code defaults (docs/config.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zero/error.h>
+
+namespace zero {
+
+struct ConfigOptions {
+  int world_size = 1;    // resolves batch sizes and "auto"
+  bool strict = false;   // every warning becomes an error
+  // dotted.key -> value text (a JSON literal, or else a bare string). Used for --set and to fill
+  // "auto"; an override replaces what the file says (with a warning when it contradicts it).
+  std::map<std::string, std::string> overrides;
+};
+
+// One problem or warning. `path` is the dotted JSON path ("zero_optimization.stage"), or
+// "(root)" for the document itself; line 0 when there is no line (a --set value, a missing key).
+struct ConfigDiagnostic {
+  std::string file;
+  int line = 0;
+  std::string path;
+  std::string message;
+  int column = 0;  // syntax errors only
+  std::string to_string() const;  // "FILE:LINE: path: message"
+};
+
+// Thrown by the parse functions: what() holds every problem, one "FILE:LINE: path: message" per
+// line (sorted by line); diagnostics() returns them.
+class ConfigFileError : public ConfigError {
+ public:
+  explicit ConfigFileError(std::vector<ConfigDiagnostic> diagnostics);
+  const std::vector<ConfigDiagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<ConfigDiagnostic> diagnostics_;
+};
+
+struct Fp16Config {
+  bool enabled = false;
+  double loss_scale = 0.0;  // 0 = dynamic loss scaling
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+  bool auto_cast = false;
+  bool fp16_master_weights_and_grads = false;
+};
+
+struct Bf16Config {
+  bool enabled = false;
+  bool immediate_grad_update = false;
+  bool check_grad_overflow = false;  // DeepSpeed code default (precision_config.py)
+  bool bf16_master_weights_and_grads = false;
+  bool bf16_optimizer_states = false;
+};
+
+struct OptimizerConfig {
+  std::string type;  // "" when absent (the program supplies one); else "Adam", "AdamW" or "SGD"
+  double lr = 1e-3;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  bool adam_w_mode = true;  // resolved: AdamW always true; Adam follows the key (default true)
+  bool torch_adam = false;
+  bool amsgrad = false;
+  // SGD (torch.optim.SGD)
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool legacy_fusion = false;
+};
+
+// Parameters of every DeepSpeed schedule, flat; only those of `type` are read from the file.
+struct SchedulerConfig {
+  std::string type;  // "" when absent; "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"
+  int64_t last_batch_iteration = -1;
+  // WarmupLR / WarmupDecayLR / WarmupCosineLR
+  double warmup_min_lr = 0.0;
+  std::optional<double> warmup_max_lr;  // WarmupLR: absent = the optimizer's lr; WarmupDecayLR: 0.001
+  int64_t warmup_num_steps = 1000;
+  std::string warmup_type = "log";  // "log" | "linear"
+  int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR: required (> 0)
+  double warmup_min_ratio = 0.0;    // WarmupCosineLR
+  double cos_min_ratio = 0.0001;    // WarmupCosineLR
+  // OneCycle
+  double cycle_min_lr = 0.0;  // required
+  double cycle_max_lr = 0.0;  // required
+  double decay_lr_rate = 0.0;
+  int64_t cycle_first_step_size = 2000;
+  std::optional<int64_t> cycle_second_step_size;    // absent: cycle_first_step_size
+  int64_t cycle_first_stair_count = 0;
+  std::optional<int64_t> cycle_second_stair_count;  // absent: cycle_first_stair_count
+  int64_t decay_step_size = 0;
+  bool cycle_momentum = true;
+  double cycle_min_mom = 0.8;
+  double cycle_max_mom = 0.9;
+  double decay_mom_rate = 0.0;
+  // LRRangeTest
+  double lr_range_test_min_lr = 1e-3;
+  int64_t lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
+};
+
+struct OffloadOptimizerConfig {
+  std::string device = "none";  // "none" | "cpu" | "nvme"
+  std::string nvme_path;
+  int64_t buffer_count = 4;
+  bool pin_memory = false;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;
+  bool super_offload = false;
+  bool convert_grad_on_cpu = true;
+  double cpuadam_cores_perc = 0.8;
+};
+
+struct OffloadParamConfig {
+  std::string device = "none";  // "none" | "cpu" | "nvme"
+  std::string nvme_path;
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100000000;
+  int64_t max_in_cpu = 1000000000;
+  bool pin_memory = false;
+};
+
+struct ZeroOptimizationConfig {
+  int stage = 0;
+  bool contiguous_gradients = true;
+  bool overlap_comm = false;  // resolved: DeepSpeed's default is true at stage 3, false below
+  bool reduce_scatter = true;
+  bool allgather_partitions = true;
+  bool round_robin_gradients = false;
+  bool use_multi_rank_bucket_allreduce = true;
+  int64_t reduce_bucket_size = 500000000;
+  int64_t allgather_bucket_size = 500000000;
+  int64_t sub_group_size = 1000000000;
+  bool load_from_fp32_weights = true;
+  bool elastic_checkpoint = false;
+  bool ignore_unused_parameters = true;
+  bool legacy_stage1 = false;
+  OffloadOptimizerConfig offload_optimizer;
+  OffloadParamConfig offload_param;
+  // stage 3 (each also accepted without the stage3_ prefix, as DeepSpeed's aliases)
+  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_param_persistence_threshold = 100000;
+  int64_t stage3_model_persistence_threshold = INT64_MAX;
+  int64_t stage3_max_live_parameters = 1000000000;
+  int64_t stage3_max_reuse_distance = 1000000000;
+  bool stage3_gather_16bit_weights_on_model_save = false;
+  int64_t stage3_module_granularity_threshold = 0;
+  bool stage3_use_all_reduce_for_fetch_params = false;
+  bool stage3_allgather_sequential = false;
+  int64_t stage3_partition_stream_chunk_size = 0;
+  // ZeRO++ and MiCS
+  int zero_hpz_partition_size = 1;
+  bool zero_quantized_weights = false;
+  bool zero_quantized_nontrainable_weights = false;
+  bool zero_quantized_gradients = false;
+  int64_t mics_shard_size = -1;
+  bool mics_hierarchical_params_gather = false;
+  bool memory_efficient_linear = true;
+  bool pipeline_loading_checkpoint = false;
+  bool override_module_apply = true;
+  bool log_trace_cache_warnings = false;
+  bool enable_sanity_checks = false;
+};
+
+struct CheckpointConfig {
+  std::string tag_validation = "Warn";  // "Ignore" | "Warn" | "Fail"
+  bool load_universal = false;
+  bool use_node_local_storage = false;
+  bool parallel_write_pipeline_stage = false;  // checkpoint.parallel_write.pipeline_stage
+};
+
+struct MonitorConfig {  // csv_monitor and tensorboard
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
+};
+
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;
+  bool prof_all = true;
+  bool debug = false;
+  std::vector<std::string> prof_ops;
+};
+
+struct AioConfig {
+  int64_t block_size = 1048576;
+  int64_t queue_depth = 8;
+  int64_t intra_op_parallelism = 1;  // old name: thread_count
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool use_gds = false;
+};
+
+struct DataTypesConfig {
+  std::string grad_accum_dtype;  // "" = same as the parameters; else "fp32" | "fp16" | "bf16"
+};
+
+struct Config {
+  int world_size = 1;  // the world size the batch sizes were resolved for
+  int64_t train_batch_size = 0;                // resolved: micro * accumulation * world_size
+  int64_t train_micro_batch_size_per_gpu = 0;  // resolved
+  int64_t gradient_accumulation_steps = 0;     // resolved
+  Fp16Config fp16;
+  Bf16Config bf16;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  double gradient_clipping = 0.0;
+  std::string communication_data_type;  // "" = same as the parameters; "fp32" | "fp16" | "bf16"
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  ZeroOptimizationConfig zero_optimization;
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  bool memory_breakdown = false;
+  bool dump_state = false;
+  bool sparse_gradients = false;
+  bool zero_allow_untested_optimizer = false;
+  bool zero_force_ds_cpu_optimizer = true;
+  bool dataloader_drop_last = false;
+  CheckpointConfig checkpoint;
+  MonitorConfig csv_monitor;
+  MonitorConfig tensorboard;
+  CommsLoggerConfig comms_logger;
+  AioConfig aio;
+  DataTypesConfig data_types;
+
+  // "fp16", "bf16" or "fp32": the compute precision the config selects.
+  std::string precision() const;
+};
+
+struct ParsedConfig {
+  Config config;
+  std::vector<ConfigDiagnostic> warnings;
+};
+
+ParsedConfig parse_config_file(const std::string& path, const ConfigOptions& options = {});
+ParsedConfig parse_config_string(const std::string& text, const ConfigOptions& options = {},
+                                 const std::string& source_name = "<string>");
+// The complete resolved config, every field, as JSON that parse_config_string accepts again.
+std::string to_json_string(const Config& config, int indent = 2);
+
+}  // namespace zero
