@@ -48,7 +48,8 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual Backend backend() const = 0;
 
-  // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing.
+  // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing
+  // (rounded once to the dtype; integers truncate toward zero).
   virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
   // input.numel() == world_size * output.numel(); rank r receives op over chunk r.
   virtual WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
@@ -66,7 +67,9 @@ class Communicator {
   virtual WorkHandle barrier() = 0;
 
   // Sub-groups. Collective over all ranks of this communicator (every rank calls it with the
-  // same `ranks`); returns nullptr on ranks not in `ranks`. Ranks are of this communicator.
+  // same `ranks`, in the same order relative to other new_group calls); returns nullptr on ranks
+  // not in `ranks`. Ranks are of this communicator; the new group's rank i is ranks[i]. Blocks
+  // until the group is connected (TimeoutError otherwise). Call it from the issuing thread.
   virtual std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
 };
 

@@ -1,0 +1,474 @@
+// The NCCL backend: collectives enqueued on the communicator's own stream, ordered after the
+// caller's current stream with events; a watchdog aborts collectives that exceed the timeout.
+#include "nccl_communicator.h"
+
+#include <zero/error.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#if defined(ZERO_TORCH_HAS_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+namespace zero::detail {
+namespace {
+
+std::string nccl_version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return str("NCCL ", v / 10000, ".", (v / 100) % 100, ".", v % 100);
+}
+
+#define ZERO_CUDA_CHECK(call)                                                                      \
+  do {                                                                                             \
+    cudaError_t zero_err_ = (call);                                                                \
+    if (zero_err_ != cudaSuccess)                                                                  \
+      throw ::zero::CudaError(::zero::detail::str(                                                 \
+          #call, " failed: ", cudaGetErrorString(zero_err_), " (", __FILE__, ":", __LINE__, ")")); \
+  } while (0)
+
+// Compat: the caller's current stream. LibTorch without CUDA has no stream API: legacy default.
+cudaStream_t current_stream(int device) {
+#if defined(ZERO_TORCH_HAS_CUDA)
+  return c10::cuda::getCurrentCUDAStream(device).stream();
+#else
+  (void)device;
+  return nullptr;
+#endif
+}
+
+struct DeviceGuard {
+  int previous = -1;
+  explicit DeviceGuard(int device) {
+    ZERO_CUDA_CHECK(cudaGetDevice(&previous));
+    if (previous != device) ZERO_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    if (previous >= 0) cudaSetDevice(previous);
+  }
+};
+
+ncclDataType_t nccl_dtype(at::ScalarType t, const char* op) {
+  switch (t) {
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    default:
+      break;
+  }
+  throw UsageError(str(op, ": unsupported dtype ", c10::toString(t),
+                       " (supported: float32, float16, bfloat16, int32, int64)"));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+  }
+  return ncclSum;
+}
+
+// Shared by a communicator and its work handles: the comm, its failure state.
+struct NcclState {
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  std::string name;
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{600000};
+  std::mutex mutex;
+  std::string broken;  // first failure; later calls fail fast
+
+  // Checks an NCCL result; ncclInProgress (non-blocking comm) is polled until done or deadline.
+  void check(ncclResult_t r, const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (r == ncclInProgress) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        fail(str(what, " did not complete within ", timeout.count(), " ms"), true);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      ncclCommGetAsyncError(comm, &r);
+    }
+    if (r != ncclSuccess)
+      fail(str(what, " failed: ", ncclGetErrorString(r), " (", ncclGetLastError(comm), ")"), false);
+  }
+  [[noreturn]] void fail(const std::string& msg, bool timed_out) {
+    const std::string full =
+        str("group '", name, "' rank ", rank, " of ", size, ": ", msg, " [", nccl_version(), "]");
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (broken.empty()) broken = full;
+    }
+    if (timed_out) throw TimeoutError(full);
+    throw CommError(full);
+  }
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclState> state, std::string where, cudaEvent_t done,
+           std::vector<at::Tensor> tensors)
+      : state_(std::move(state)),
+        where_(std::move(where)),
+        done_(done),
+        tensors_(std::move(tensors)),
+        start_(std::chrono::steady_clock::now()) {}
+  ~NcclWork() override {
+    if (done_) cudaEventDestroy(done_);
+  }
+  // Orders the caller's current stream after the collective; blocks the host only to surface
+  // errors.
+  void wait() override {
+    if (auto e = error()) std::rethrow_exception(e);
+    DeviceGuard guard(state_->device);
+    ZERO_CUDA_CHECK(cudaStreamWaitEvent(current_stream(state_->device), done_, 0));
+  }
+  bool is_completed() override { return poll(); }
+  std::exception_ptr error() override {
+    poll();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+  // Called by is_completed/error and the watchdog: true once finished or failed.
+  bool poll() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return true;
+    cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaSuccess) {
+      finished_ = true;
+      tensors_.clear();
+      return true;
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(state_->comm, &async);
+    std::string msg;
+    bool timed_out = false;
+    if (q != cudaErrorNotReady) {
+      msg = str(where_, " failed: ", cudaGetErrorString(q));
+    } else if (async != ncclSuccess && async != ncclInProgress) {
+      msg = str(where_, " failed: ", ncclGetErrorString(async));
+    } else if (std::chrono::steady_clock::now() - start_ > state_->timeout) {
+      msg = str(where_, " timed out after ", state_->timeout.count(), " ms");
+      timed_out = true;
+    } else {
+      return false;
+    }
+    try {
+      state_->fail(msg, timed_out);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    finished_ = true;  // tensors stay referenced: the aborted kernel may still touch them
+    return true;
+  }
+
+ private:
+  std::shared_ptr<NcclState> state_;
+  std::string where_;
+  cudaEvent_t done_;
+  std::vector<at::Tensor> tensors_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(std::shared_ptr<NcclState> state) : state_(std::move(state)) {
+    DeviceGuard guard(state_->device);
+    ZERO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ZERO_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
+    watchdog_ = std::thread([this] { watchdog_loop(); });
+  }
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      stop_ = true;
+    }
+    watch_cv_.notify_all();
+    watchdog_.join();
+    DeviceGuard guard(state_->device);
+    bool aborted;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      aborted = !state_->broken.empty();
+    }
+    if (aborted) {
+      ncclCommAbort(state_->comm);
+    } else {
+      cudaStreamSynchronize(stream_);
+      ncclCommDestroy(state_->comm);
+    }
+    cudaFree(barrier_buf_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return state_->rank; }
+  int world_size() const override { return state_->size; }
+  Backend backend() const override { return Backend::kNccl; }
+
+  WorkHandle all_reduce(at::Tensor& t, ReduceOp op) override {
+    check(t, "all_reduce");
+    return issue("all_reduce", t.nbytes(), {t}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
+                           nccl_dtype(t.scalar_type(), "all_reduce"), nccl_op(op), c, s);
+    });
+  }
+  WorkHandle reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op) override {
+    check(in, "reduce_scatter"), check(out, "reduce_scatter");
+    ZERO_CHECK(in.numel() == out.numel() * state_->size && in.scalar_type() == out.scalar_type(),
+               UsageError,
+               "reduce_scatter: input must hold world_size x output elements of the same dtype");
+    return issue("reduce_scatter", in.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
+                               nccl_dtype(in.scalar_type(), "reduce_scatter"), nccl_op(op), c, s);
+    });
+  }
+  WorkHandle reduce_scatter_v(const at::Tensor& in, at::Tensor& out,
+                              const std::vector<int64_t>& counts, ReduceOp op) override {
+    check(in, "reduce_scatter_v"), check(out, "reduce_scatter_v");
+    std::vector<int64_t> offsets =
+        check_counts(counts, in.numel(), out.numel(), "reduce_scatter_v");
+    const size_t es = in.element_size();
+    return issue("reduce_scatter", in.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      for (int k = 0; k < state_->size && r == ncclSuccess; ++k) {
+        if (counts[k] == 0) continue;  // every rank skips the same roots
+        r = ncclReduce(static_cast<char*>(in.data_ptr()) + offsets[k] * es, out.data_ptr(),
+                       counts[k], nccl_dtype(in.scalar_type(), "reduce_scatter_v"), nccl_op(op), k,
+                       c, s);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return r != ncclSuccess ? r : end;
+    });
+  }
+  WorkHandle all_gather(const at::Tensor& in, at::Tensor& out) override {
+    check(in, "all_gather"), check(out, "all_gather");
+    ZERO_CHECK(out.numel() == in.numel() * state_->size && in.scalar_type() == out.scalar_type(),
+               UsageError,
+               "all_gather: output must hold world_size x input elements of the same dtype");
+    return issue("all_gather", out.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(),
+                           nccl_dtype(in.scalar_type(), "all_gather"), c, s);
+    });
+  }
+  WorkHandle all_gather_v(const at::Tensor& in, at::Tensor& out,
+                          const std::vector<int64_t>& counts) override {
+    check(in, "all_gather_v"), check(out, "all_gather_v");
+    std::vector<int64_t> offsets = check_counts(counts, out.numel(), in.numel(), "all_gather_v");
+    const size_t es = in.element_size();
+    return issue("all_gather", out.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      for (int k = 0; k < state_->size && r == ncclSuccess; ++k) {
+        if (counts[k] == 0) continue;
+        char* dst = static_cast<char*>(out.data_ptr()) + offsets[k] * es;
+        r = ncclBroadcast(k == state_->rank ? in.data_ptr() : dst, dst, counts[k],
+                          nccl_dtype(in.scalar_type(), "all_gather_v"), k, c, s);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return r != ncclSuccess ? r : end;
+    });
+  }
+  WorkHandle broadcast(at::Tensor& t, int root) override {
+    check(t, "broadcast");
+    ZERO_CHECK(root >= 0 && root < state_->size, UsageError, "broadcast: root ", root,
+               " outside the group");
+    return issue("broadcast", t.nbytes(), {t}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(),
+                           nccl_dtype(t.scalar_type(), "broadcast"), root, c, s);
+    });
+  }
+  WorkHandle barrier() override {
+    return issue("barrier", sizeof(float), {}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, c, s);
+    });
+  }
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override {
+    ZERO_CHECK(!ranks.empty(), UsageError, "new_group: empty rank list");
+    auto it = std::find(ranks.begin(), ranks.end(), state_->rank);
+    const int index = groups_created_++;
+    DeviceGuard guard(state_->device);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t child = nullptr;
+    const int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : 0;
+    const int key = it == ranks.end() ? 0 : static_cast<int>(it - ranks.begin());
+    state_->check(ncclCommSplit(state_->comm, color, key, &child, &config), "ncclCommSplit");
+    if (it == ranks.end()) return nullptr;
+    ncclResult_t r = ncclInProgress;
+    auto child_state = std::make_shared<NcclState>();
+    child_state->comm = child;
+    child_state->device = state_->device;
+    child_state->name = state_->name + "/g" + std::to_string(index);
+    child_state->rank = key;
+    child_state->size = static_cast<int>(ranks.size());
+    child_state->timeout = state_->timeout;
+    ncclCommGetAsyncError(child, &r);
+    child_state->check(r, "ncclCommSplit (child)");
+    return std::make_shared<NcclCommunicator>(child_state);
+  }
+
+ private:
+  using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+
+  void check(const at::Tensor& t, const char* op) const {
+    ZERO_CHECK(t.defined() && t.is_cuda() && t.get_device() == state_->device, UsageError, op,
+               ": tensor must be on cuda:", state_->device, " (NCCL backend)");
+    ZERO_CHECK(t.is_contiguous(), UsageError, op, ": tensor must be contiguous");
+    nccl_dtype(t.scalar_type(), op);
+  }
+  std::vector<int64_t> check_counts(const std::vector<int64_t>& counts, int64_t total, int64_t mine,
+                                    const char* op) const {
+    ZERO_CHECK(static_cast<int>(counts.size()) == state_->size, UsageError, op, ": ", counts.size(),
+               " counts for ", state_->size, " ranks");
+    std::vector<int64_t> offsets(counts.size() + 1, 0);
+    for (size_t k = 0; k < counts.size(); ++k) {
+      ZERO_CHECK(counts[k] >= 0, UsageError, op, ": negative count");
+      offsets[k + 1] = offsets[k] + counts[k];
+    }
+    ZERO_CHECK(offsets.back() == total && counts[state_->rank] == mine, UsageError, op,
+               ": counts do not match the tensors (sum ", offsets.back(), " vs ", total, ", own ",
+               counts[state_->rank], " vs ", mine, ")");
+    return offsets;
+  }
+
+  // The one door: sequence number, stream ordering, enqueue, completion event, error context.
+  WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors,
+                   const Enqueue& enqueue) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      ZERO_CHECK(state_->broken.empty(), CommError, op,
+                 ": the communicator is unusable after an earlier failure: ", state_->broken);
+    }
+    const uint64_t seq = ++seq_;
+    const std::string where = str(op, " (seq ", seq, ", ", bytes, " bytes)");
+    DeviceGuard guard(state_->device);
+    cudaStream_t caller = current_stream(state_->device);
+    cudaEvent_t ready = nullptr, done = nullptr;
+    ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    ZERO_CUDA_CHECK(cudaEventRecord(ready, caller));
+    ZERO_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+    ZERO_CUDA_CHECK(cudaEventDestroy(ready));
+    state_->check(enqueue(state_->comm, stream_), where);
+    ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    ZERO_CUDA_CHECK(cudaEventRecord(done, stream_));
+#if defined(ZERO_TORCH_HAS_CUDA)
+    for (const at::Tensor& t :
+         tensors)  // the allocator must not reuse them before the stream is done
+      c10::cuda::CUDACachingAllocator::recordStream(
+          t.storage().data_ptr(), c10::cuda::getStreamFromExternal(stream_, state_->device));
+#endif
+    auto work = std::make_shared<NcclWork>(state_, where, done, std::move(tensors));
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      pending_.push_back(work);
+    }
+    return work;
+  }
+
+  void watchdog_loop() {
+    std::unique_lock<std::mutex> lock(watch_mutex_);
+    while (!stop_) {
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                    [&](const std::shared_ptr<NcclWork>& w) {
+                                      try {
+                                        DeviceGuard guard(state_->device);
+                                        return w->poll();
+                                      } catch (...) {
+                                        return true;
+                                      }
+                                    }),
+                     pending_.end());
+      bool broken;
+      {
+        std::lock_guard<std::mutex> state_lock(state_->mutex);
+        broken = !state_->broken.empty();
+      }
+      if (broken && !aborted_) {  // unblocks kernels stuck waiting for absent peers
+        ncclCommAbort(state_->comm);
+        aborted_ = true;
+      }
+    }
+  }
+
+  std::shared_ptr<NcclState> state_;
+  cudaStream_t stream_ = nullptr;
+  void* barrier_buf_ = nullptr;
+  uint64_t seq_ = 0;
+  int groups_created_ = 0;
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::deque<std::shared_ptr<NcclWork>> pending_;
+  bool stop_ = false;
+  bool aborted_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<KvStore> store,
+                                                     const std::string& name, int rank, int size,
+                                                     std::chrono::milliseconds timeout,
+                                                     int device) {
+  int devices = 0;
+  ZERO_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  ZERO_CHECK(device >= 0 && device < devices, UsageError, "NCCL backend: device ", device, " but ",
+             devices, " CUDA devices are visible");
+  DeviceGuard guard(device);
+  ncclUniqueId id;
+  const std::string key = name + "/unique_id";
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      throw CommError(
+          str("ncclGetUniqueId failed: ", ncclGetErrorString(r), " [", nccl_version(), "]"));
+    const auto* p = reinterpret_cast<const uint8_t*>(&id);
+    store->set(key, std::vector<uint8_t>(p, p + sizeof(id)));
+  } else {
+    store->wait({key}, timeout);
+    std::vector<uint8_t> v = store->get(key);
+    ZERO_ASSERT(v.size() == sizeof(id), "NCCL unique id of ", v.size(), " bytes");
+    std::copy(v.begin(), v.end(), reinterpret_cast<uint8_t*>(&id));
+  }
+  auto state = std::make_shared<NcclState>();
+  state->device = device;
+  state->name = name;
+  state->rank = rank;
+  state->size = size;
+  state->timeout = timeout;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // init and collectives poll, so a missing rank ends in a timeout
+  ncclResult_t r = ncclCommInitRankConfig(&state->comm, size, id, rank, &config);
+  try {
+    state->check(r, "ncclCommInitRankConfig");
+  } catch (...) {
+    if (state->comm) ncclCommAbort(state->comm);
+    throw;
+  }
+  return std::make_shared<NcclCommunicator>(state);
+}
+
+}  // namespace zero::detail

@@ -1,0 +1,324 @@
+// One rank of the multi-process comm tests (started by zerorun, mpirun or launch_local.sh):
+// `collectives` checks every collective x dtype x shape exactly; `timeout` and `env` modes below.
+#include <zero/comm/process_group.h>
+#include <zero/error.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace zero;
+
+namespace {
+
+int g_checks = 0;
+int g_rank = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  ++g_checks;
+  if (got.scalar_type() != want.scalar_type() || !at::equal(got, want)) {
+    std::cerr << "rank " << g_rank << ": mismatch in " << what
+              << "\n got:  " << got.to(at::kDouble).slice(0, 0, 16)
+              << "\n want: " << want.to(at::kDouble).slice(0, 0, 16) << "\n";
+    throw std::runtime_error("mismatch: " + what);
+  }
+}
+
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kHalf, at::kBFloat16, at::kInt,
+                                             at::kLong};
+
+std::string name(at::ScalarType t) {
+  return c10::toString(t);
+}
+
+// Integer-valued data, small enough that sums over 4 ranks are exact even in bf16 (< 256).
+at::Tensor rank_data(int64_t n, int r, int w, int64_t offset = 0) {
+  return at::arange(offset, offset + n, at::kLong).remainder(13).add(r * w);
+}
+
+std::vector<std::vector<int64_t>> count_patterns(int w) {
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> small, zeros(w, 0), large, one_owner(w, 0);
+  for (int k = 0; k < w; ++k) {
+    small.push_back((k * 7 + 3) % 5);                          // includes empty shards
+    large.push_back(150000 + 997 * k + (k % 2 ? 0 : 300001));  // several 1 MiB segments, uneven
+  }
+  one_owner[w - 1] = 11;
+  out = {small, zeros, large, one_owner};
+  return out;
+}
+
+void check_all_reduce(Communicator& c, at::ScalarType dt, int64_t n) {
+  const int r = c.rank(), w = c.world_size();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+    at::Tensor t = rank_data(n, r, w).to(dt);
+    c.all_reduce(t, op)->wait();
+    at::Tensor base = rank_data(n, 0, w);
+    at::Tensor want = op == ReduceOp::kSum   ? base.mul(w).add(w * (w * (w - 1) / 2))
+                      : op == ReduceOp::kAvg ? base.add(w * (w - 1) / 2)
+                                             : base.add((w - 1) * w);
+    expect_equal(
+        t, want.to(dt),
+        "all_reduce " + std::string(to_string(op)) + " " + name(dt) + " n=" + std::to_string(n));
+  }
+}
+
+void check_reduce_scatter(Communicator& c, at::ScalarType dt, const std::vector<int64_t>& counts,
+                          bool equal_api) {
+  const int r = c.rank(), w = c.world_size();
+  int64_t total = 0, offset = 0;
+  for (int k = 0; k < w; ++k) {
+    if (k == r) offset = total;
+    total += counts[k];
+  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+    at::Tensor in = rank_data(total, r, w).to(dt);
+    at::Tensor in_copy = in.clone();
+    at::Tensor out = at::full({counts[r]}, -7, at::TensorOptions().dtype(dt));  // poison
+    if (equal_api)
+      c.reduce_scatter(in, out, op)->wait();
+    else
+      c.reduce_scatter_v(in, out, counts, op)->wait();
+    at::Tensor base = rank_data(counts[r], 0, w, offset);
+    at::Tensor want = op == ReduceOp::kSum   ? base.mul(w).add(w * (w * (w - 1) / 2))
+                      : op == ReduceOp::kAvg ? base.add(w * (w - 1) / 2)
+                                             : base.add((w - 1) * w);
+    std::string what = std::string(equal_api ? "reduce_scatter " : "reduce_scatter_v ") +
+                       to_string(op) + " " + name(dt) + " count=" + std::to_string(counts[r]) +
+                       " total=" + std::to_string(total);
+    expect_equal(out, want.to(dt), what);
+    expect_equal(in, in_copy, what + " (input untouched)");
+  }
+}
+
+void check_all_gather(Communicator& c, at::ScalarType dt, const std::vector<int64_t>& counts,
+                      bool equal_api) {
+  const int r = c.rank(), w = c.world_size();
+  auto data = [&](int k) { return at::arange(counts[k], at::kLong).remainder(37).add(k * 50); };
+  at::Tensor in = data(r).to(dt);
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  at::Tensor out = at::full({total}, -3, at::TensorOptions().dtype(dt));
+  if (equal_api)
+    c.all_gather(in, out)->wait();
+  else
+    c.all_gather_v(in, out, counts)->wait();
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < w; ++k) parts.push_back(data(k));
+  expect_equal(out, at::cat(parts).to(dt),
+               std::string(equal_api ? "all_gather " : "all_gather_v ") + name(dt) +
+                   " total=" + std::to_string(total));
+}
+
+void check_broadcast(Communicator& c, at::ScalarType dt, int64_t n) {
+  for (int root = 0; root < c.world_size(); ++root) {
+    at::Tensor want = at::arange(n, at::kLong).remainder(50).add(root).to(dt);
+    at::Tensor t =
+        c.rank() == root ? want.clone() : at::full({n}, -1, at::TensorOptions().dtype(dt));
+    c.broadcast(t, root)->wait();
+    expect_equal(
+        t, want,
+        "broadcast root=" + std::to_string(root) + " " + name(dt) + " n=" + std::to_string(n));
+  }
+}
+
+void check_everything(Communicator& c, bool large) {
+  const int w = c.world_size();
+  for (at::ScalarType dt : kDtypes) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}})
+      check_all_reduce(c, dt, n);
+    if (large) check_all_reduce(c, dt, 700001);
+    for (int64_t m : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{4099}}) {
+      check_reduce_scatter(c, dt, std::vector<int64_t>(w, m), true);
+      check_all_gather(c, dt, std::vector<int64_t>(w, m), true);
+    }
+    for (const auto& counts : count_patterns(w)) {
+      if (!large && counts[0] > 100000) continue;
+      check_reduce_scatter(c, dt, counts, false);
+      check_all_gather(c, dt, counts, false);
+    }
+    for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{5000}}) check_broadcast(c, dt, n);
+  }
+  c.barrier()->wait();
+}
+
+// Many collectives in flight at once: they run in issue order and all complete.
+void check_async(Communicator& c) {
+  const int w = c.world_size();
+  std::vector<at::Tensor> ts;
+  std::vector<WorkHandle> works;
+  for (int i = 0; i < 16; ++i) {
+    ts.push_back(at::full({257}, i + c.rank(), at::kLong));
+    works.push_back(c.all_reduce(ts.back(), ReduceOp::kSum));
+  }
+  works.push_back(c.barrier());
+  for (auto& wk : works) wk->wait();
+  for (auto& wk : works) wk->wait();  // safe twice
+  for (int i = 0; i < 16; ++i) {
+    expect(works[i]->is_completed() && !works[i]->error(), "async work completed without error");
+    expect_equal(ts[i], at::full({257}, int64_t{i} * w + w * (w - 1) / 2, at::kLong),
+                 "async all_reduce " + std::to_string(i));
+  }
+}
+
+void check_usage_errors(Communicator& c) {
+  at::Tensor d = at::zeros({4}, at::kDouble);
+  bool thrown = false;
+  try {
+    c.all_reduce(d, ReduceOp::kSum);
+  } catch (const UsageError&) {
+    thrown = true;
+  }
+  expect(thrown, "float64 is rejected with UsageError");
+  at::Tensor in = at::zeros({c.world_size() * 3 + 1}, at::kFloat), out = at::zeros({3}, at::kFloat);
+  thrown = false;
+  try {
+    c.reduce_scatter(in, out, ReduceOp::kSum);
+  } catch (const UsageError&) {
+    thrown = true;
+  }
+  expect(thrown, "reduce_scatter size mismatch is rejected");
+}
+
+void check_groups(Communicator& world, const RankEnv& env) {
+  const int w = world.world_size(), r = world.rank();
+  // A fake node layout: 2 ranks per node when the world size is even, else 1.
+  RankEnv layout = env;
+  layout.local_world_size = w % 2 == 0 && w > 1 ? 2 : 1;
+  layout.local_rank = r % layout.local_world_size;
+  auto node = node_group(world, layout);
+  auto cross = cross_node_group(world, layout);
+  expect(node && node->world_size() == layout.local_world_size && node->rank() == layout.local_rank,
+         "node_group shape");
+  expect(cross && cross->world_size() == w / layout.local_world_size &&
+             cross->rank() == r / layout.local_world_size,
+         "cross_node_group shape");
+  // Sum of world ranks inside each group.
+  at::Tensor t = at::full({5}, r, at::kLong);
+  node->all_reduce(t, ReduceOp::kSum)->wait();
+  const int first = (r / layout.local_world_size) * layout.local_world_size;
+  int64_t want = 0;
+  for (int i = 0; i < layout.local_world_size; ++i) want += first + i;
+  expect_equal(t, at::full({5}, want, at::kLong), "node_group all_reduce");
+  t = at::full({5}, r, at::kLong);
+  cross->all_reduce(t, ReduceOp::kSum)->wait();
+  want = 0;
+  for (int i = r % layout.local_world_size; i < w; i += layout.local_world_size) want += i;
+  expect_equal(t, at::full({5}, want, at::kLong), "cross_node_group all_reduce");
+  check_everything(*cross, false);
+
+  // A group in reverse order that leaves rank 1 out (when there is one): ranks map by position.
+  std::vector<int> ranks;
+  for (int i = w - 1; i >= 0; --i)
+    if (!(w > 2 && i == 1)) ranks.push_back(i);
+  auto sub = world.new_group(ranks);
+  const bool member = std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+  expect(bool(sub) == member, "new_group returns nullptr exactly on non-members");
+  if (sub) {
+    const int pos = static_cast<int>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin());
+    expect(sub->rank() == pos && sub->world_size() == static_cast<int>(ranks.size()),
+           "new_group rank order");
+    at::Tensor in = at::full({2}, r, at::kInt);
+    at::Tensor out = at::zeros({2 * static_cast<int64_t>(ranks.size())}, at::kInt);
+    sub->all_gather(in, out)->wait();
+    std::vector<at::Tensor> parts;
+    for (int k : ranks) parts.push_back(at::full({2}, k, at::kInt));
+    expect_equal(out, at::cat(parts), "new_group all_gather order");
+    check_everything(*sub, false);
+  }
+  world.barrier()->wait();
+}
+
+int run_collectives(const RankEnv& env) {
+  auto world = init_communicator(env);
+  check_everything(*world, true);
+  check_async(*world);
+  check_usage_errors(*world);
+  check_groups(*world, env);
+  world->barrier()->wait();
+  std::cout << "rank " << env.rank << " of " << env.world_size << ": " << g_checks
+            << " checks passed\n";
+  return 0;
+}
+
+// timeout --mode never-joins|stops-joining --absent-rank R --timeout-ms T
+int run_timeout(const RankEnv& env, const std::string& mode, int absent, int timeout_ms) {
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(timeout_ms);
+  const auto nap = std::chrono::milliseconds(timeout_ms * 4 + 5000);
+  if (mode == "never-joins" && env.rank == absent) {
+    std::this_thread::sleep_for(nap);  // alive but never rendezvouses
+    return 0;
+  }
+  auto world = init_communicator(env, opts);
+  at::Tensor t = at::ones({1024}, at::kFloat);
+  for (int i = 0; i < 5; ++i) world->all_reduce(t, ReduceOp::kSum)->wait();
+  if (mode == "stops-joining" && env.rank == absent) {
+    std::this_thread::sleep_for(nap);  // alive, connected, but skips the 6th collective
+    return 0;
+  }
+  world->all_reduce(t, ReduceOp::kSum)->wait();  // seq 6 times out on the others
+  std::cout << "rank " << env.rank << ": unexpectedly completed\n";
+  return 0;
+}
+
+// env --expect-source S --expect-world W: the detected env, then a real rendezvous + all_reduce.
+int run_env(const RankEnv& env, const std::string& source, int world) {
+  std::cout << "rank " << env.rank << " of " << env.world_size << " local " << env.local_rank << "/"
+            << env.local_world_size << " source " << to_string(env.source) << " master "
+            << env.master_addr << ":" << env.master_port << std::endl;
+  expect(source == to_string(env.source), "launch source is " + source);
+  expect(env.world_size == world, "world size is " + std::to_string(world));
+  const char* ompi = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (source == "openmpi")
+    expect(ompi && std::atoi(ompi) == env.rank, "rank equals OMPI_COMM_WORLD_RANK");
+  auto c = init_communicator(env);
+  at::Tensor t = at::full({3}, env.rank + 1, at::kLong);
+  c->all_reduce(t, ReduceOp::kSum)->wait();
+  expect_equal(t, at::full({3}, int64_t{world} * (world + 1) / 2, at::kLong), "env all_reduce");
+  std::cout << "rank " << env.rank << ": env ok\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto flag = [&](const std::string& name, const std::string& fallback) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == name) return args[i + 1];
+    return fallback;
+  };
+  const std::string mode = args.empty() ? "collectives" : args[0];
+  RankEnv env;
+  try {
+    env = detect_rank_env();
+    g_rank = env.rank;
+    if (mode == "collectives") return run_collectives(env);
+    if (mode == "timeout")
+      return run_timeout(env, flag("--mode", "stops-joining"),
+                         std::stoi(flag("--absent-rank", "1")),
+                         std::stoi(flag("--timeout-ms", "3000")));
+    if (mode == "env")
+      return run_env(env, flag("--expect-source", "env"), std::stoi(flag("--expect-world", "1")));
+    std::cerr << "comm_worker: unknown mode " << mode << "\n";
+    return 2;
+  } catch (const TimeoutError& e) {
+    std::cerr << "rank " << env.rank << ": TimeoutError: " << e.what() << std::endl;
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << env.rank << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}
