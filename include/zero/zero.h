@@ -4,3 +4,15 @@
 
 #include <zero/error.h>
 #include <zero/config/config.h>
+#include <zero/comm/communicator.h>
+#include <zero/comm/process_group.h>
+#include <zero/kernels/adam.h>
+#include <zero/kernels/cpu.h>
+#include <zero/kernels/math.h>
+#include <zero/core/layout.h>
+#include <zero/core/stage.h>
+#include <zero/engine/args.h>
+#include <zero/engine/engine.h>
+#include <zero/engine/lr_schedule.h>
+#include <zero/engine/memory_estimate.h>
+#include <zero/engine/sharded.h>

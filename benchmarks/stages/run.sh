@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# ZeRO stages 0-3 on the GPT example (bin/zerorun + bin/gpt_train, Gloo on loopback): step time
+# relative to stage 0 and rank 0's model-state bytes against the ZeRO fp32 formula, as a table.
+# Environment: BUILD_DIR (build), RANKS ("2 4"), STEPS (60), PORT (29950), EXTRA (gpt_train args).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+RANKS=${RANKS:-"2 4"}
+STEPS=${STEPS:-60}
+PORT=${PORT:-29950}
+EXTRA=${EXTRA:-}
+zerorun="$BUILD_DIR/bin/zerorun"
+train="$BUILD_DIR/bin/gpt_train"
+for f in "$zerorun" "$train"; do
+  [ -x "$f" ] || { echo "run.sh: $f not built (cmake --build $BUILD_DIR --target zerorun gpt_train)" >&2; exit 2; }
+done
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
+# Runs one configuration; writes "psi step_ms model_states_bytes peak_gathered_bytes final_loss"
+# to $log_dir/result.
+run_one() {
+  local ranks=$1 stage=$2 port=$3 log="$log_dir/r$1_s$2.log"
+  # shellcheck disable=SC2086
+  "$zerorun" --nproc_per_node "$ranks" --master_port "$port" "$train" \
+    --deepspeed_config "examples/gpt/ds_config_stage$stage.json" --steps "$STEPS" $EXTRA >"$log" 2>&1 || {
+    echo "run.sh: stage $stage on $ranks ranks failed; log:" >&2; tail -20 "$log" >&2; exit 1; }
+  awk '
+    { sub(/^\[rank [0-9]+\] /, "") }  # zerorun prefixes each line with its rank
+    /gpt_train: [0-9]+ parameters/ { for (i = 1; i <= NF; ++i) if ($(i + 1) == "parameters") psi = $i }
+    /sequences per step/ { for (i = 1; i <= NF; ++i) if ($i == "=") batch = $(i + 1) }
+    /^step / {
+      n += 1; step = $2; loss = $5
+      for (i = 1; i <= NF; ++i) {
+        if ($(i + 1) == "samples/s") sps = $i
+        if ($i == "states") mib = $(i + 1)
+        if ($i == "gathered") peak = $(i + 1)
+      }
+      if (n > 2) { sum += sps; cnt += 1 }   # skip step 1 and the first interval (start-up)
+    }
+    END {
+      if (!cnt) { print "no timing lines" > "/dev/stderr"; exit 1 }
+      printf "%d %.2f %.0f %.0f %s\n", psi, 1000 * batch / (sum / cnt), mib * 1048576, peak * 1048576, loss
+    }' "$log" >"$log_dir/result"
+}
+
+# ZeRO paper, fp32 training with Adam, bytes per rank (ARCHITECTURE.md).
+formula() {
+  awk -v s="$1" -v p="$2" -v n="$3" 'BEGIN {
+    if (s == 0) b = 16 * p; else if (s == 1) b = 8 * p + 8 * p / n
+    else if (s == 2) b = 4 * p + 12 * p / n; else b = 16 * p / n
+    printf "%.0f", b }'
+}
+
+echo "GPT example, $STEPS steps, fp32, Gloo over loopback on $(nproc) cores; model states of rank 0."
+echo
+echo "| ranks | stage | step ms | vs stage 0 | model states MiB | ZeRO fp32 formula MiB | ratio | stage 3 peak gathered MiB | loss at step $STEPS |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for ranks in $RANKS; do
+  base=""
+  for stage in 0 1 2 3; do
+    run_one "$ranks" "$stage" "$PORT"
+    PORT=$((PORT + 1))
+    read -r psi step_ms bytes peak loss <"$log_dir/result"
+    [ -n "$base" ] || base=$step_ms
+    want=$(formula "$stage" "$psi" "$ranks")
+    awk -v r="$ranks" -v s="$stage" -v t="$step_ms" -v b0="$base" -v got="$bytes" -v want="$want" \
+        -v peak="$peak" -v loss="$loss" 'BEGIN {
+      printf "| %d | %d | %.1f | %.2fx | %.3f | %.3f | %.3f | %s | %s |\n", r, s, t, t / b0, got / 1048576,
+             want / 1048576, got / want, (s == 3 ? sprintf("%.3f", peak / 1048576) : "-"), loss }'
+  done
+done

@@ -1,0 +1,103 @@
+// The GPT of model.h. Initialization follows GPT-2 (normal 0.02, residual projections scaled
+// by 1/sqrt(2 * n_layer)); the head reuses the token embedding matrix (weight tying).
+#include "model.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/init.h>
+
+namespace gpt {
+
+namespace F = torch::nn::functional;
+
+namespace {
+void init_linear(torch::nn::Linear& linear, double std) {
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(linear->weight, 0.0, std);
+  if (linear->bias.defined()) torch::nn::init::zeros_(linear->bias);
+}
+}  // namespace
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head_(c.n_head) {
+  TORCH_CHECK(c.d_model % c.n_head == 0, "d_model ", c.d_model, " is not a multiple of n_head ",
+              c.n_head);
+  qkv_ = register_module("qkv", torch::nn::Linear(c.d_model, 3 * c.d_model));
+  proj_ = register_module("proj", torch::nn::Linear(c.d_model, c.d_model));
+  init_linear(qkv_, 0.02);
+  init_linear(proj_, 0.02 / std::sqrt(2.0 * c.n_layer));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
+  auto qkv = qkv_->forward(x).split(C, /*dim=*/2);
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, hs}).transpose(1, 2); };
+  auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // [B, nh, T, hs]
+  auto att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
+  auto causal = at::ones({T, T}, x.options().dtype(at::kBool)).triu(1);
+  att = F::softmax(att.masked_fill(causal, -INFINITY), F::SoftmaxFuncOptions(-1));
+  auto y = at::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
+  return proj_->forward(y);
+}
+
+BlockImpl::BlockImpl(const GptConfig& c) {
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  attn_ = register_module("attn", CausalSelfAttention(c));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  fc_ = register_module("fc", torch::nn::Linear(c.d_model, 4 * c.d_model));
+  fc_proj_ = register_module("fc_proj", torch::nn::Linear(4 * c.d_model, c.d_model));
+  init_linear(fc_, 0.02);
+  init_linear(fc_proj_, 0.02 / std::sqrt(2.0 * c.n_layer));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn_->forward(ln1_->forward(x));
+  return h + fc_proj_->forward(F::gelu(fc_->forward(ln2_->forward(h))));
+}
+
+GptImpl::GptImpl(const GptConfig& c) : config_(c) {
+  TORCH_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0, "bad GPT config");
+  wte_ = register_module("wte", torch::nn::Embedding(c.vocab_size, c.d_model));
+  wpe_ = register_module("wpe", torch::nn::Embedding(c.context, c.d_model));
+  blocks_ = torch::nn::Sequential();
+  for (int64_t i = 0; i < c.n_layer; ++i) blocks_->push_back(Block(c));
+  blocks_ = register_module("blocks", blocks_);
+  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(wte_->weight, 0.0, 0.02);
+  torch::nn::init::normal_(wpe_->weight, 0.0, 0.02);
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  TORCH_CHECK(T <= config_.context, "sequence of ", T, " tokens is longer than the context ",
+              config_.context);
+  auto positions = at::arange(T, tokens.options().dtype(at::kLong));
+  auto x = wte_->forward(tokens) + wpe_->forward(positions);
+  for (auto& block : *blocks_) x = block.forward(x);       // one call per block (see blocks())
+  return at::matmul(ln_f_->forward(x), wte_->weight.t());  // tied head
+}
+
+void GptImpl::wrap_blocks(const std::function<torch::nn::AnyModule(torch::nn::AnyModule)>& wrap) {
+  torch::nn::Sequential wrapped;
+  for (const auto& block : *blocks_) wrapped->push_back(wrap(block));
+  blocks_ = replace_module("blocks", wrapped);
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
+  auto logits = forward(tokens);
+  return F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+int64_t count_parameters(torch::nn::Module& module) {
+  std::unordered_set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& p : module.parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+  return total;
+}
+
+}  // namespace gpt

@@ -1,0 +1,72 @@
+// A small GPT in plain LibTorch: token embedding + learned positions, pre-norm transformer
+// blocks (causal multi-head self-attention, GELU MLP), final LayerNorm, head tied to the embedding.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+namespace gpt {
+
+struct GptConfig {
+  int64_t vocab_size = 0;
+  int64_t context = 64;  // longest sequence (positions learned)
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t d_model = 64;
+};
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // [B, T, C] -> [B, T, C]
+
+ private:
+  int64_t n_head_;
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// x + attn(ln1(x)), then + mlp(ln2(x)): the unit that ZeRO stage 3 gathers and releases.
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  CausalSelfAttention attn_{nullptr};
+  torch::nn::Linear fc_{nullptr}, fc_proj_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class GptImpl : public torch::nn::Module {
+ public:
+  explicit GptImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& tokens);  // int64 [B, T] -> logits [B, T, vocab]
+  // Mean cross-entropy of predicting targets [B, T] from tokens [B, T].
+  torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
+
+  const GptConfig& config() const { return config_; }
+  // The transformer blocks, in order; forward() runs each element of this container once.
+  torch::nn::Sequential& blocks() { return blocks_; }
+  // Replaces every block by wrap(block), e.g. a zero::Sharded around it for ZeRO stage 3.
+  void wrap_blocks(const std::function<torch::nn::AnyModule(torch::nn::AnyModule)>& wrap);
+
+ private:
+  GptConfig config_;
+  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  torch::nn::Sequential blocks_{nullptr};
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+int64_t count_parameters(torch::nn::Module& module);  // shared tensors counted once
+
+}  // namespace gpt

@@ -1,0 +1,173 @@
+// gpt_train: trains the small GPT of model.h on a text file with the ZeRO engine, one process
+// per rank (zerorun --nproc_per_node 2 gpt_train --deepspeed_config ds_config_stage3.json).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <torch/utils.h>
+
+#include <zero/engine/args.h>
+#include <zero/engine/engine.h>
+#include <zero/engine/sharded.h>
+#include <zero/error.h>
+
+#include "data.h"
+#include "model.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
+    "                 [--n-layer L] [--n-head H] [--d-model D] [--context T]";
+
+struct Options {
+  std::string data = ZERO_GPT_DEFAULT_DATA;
+  int64_t steps = 0;  // 0: the scheduler's total_num_steps, else 300
+  uint64_t seed = 1234;
+  gpt::GptConfig model;
+};
+
+Options parse_options(const std::vector<std::string>& rest) {
+  Options o;
+  o.model.n_layer = 3;
+  o.model.n_head = 4;
+  o.model.d_model = 128;
+  o.model.context = 64;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const std::string& flag = rest[i];
+    ZERO_CHECK(i + 1 < rest.size(), zero::UsageError, flag,
+               ": missing value (or unknown argument)\n", kUsage);
+    const std::string& value = rest[++i];
+    auto number = [&]() {
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      ZERO_CHECK(end && *end == '\0' && v >= 0, zero::UsageError, flag, ": '", value,
+                 "' is not a count");
+      return static_cast<int64_t>(v);
+    };
+    if (flag == "--data")
+      o.data = value;
+    else if (flag == "--steps")
+      o.steps = number();
+    else if (flag == "--seed")
+      o.seed = static_cast<uint64_t>(number());
+    else if (flag == "--n-layer")
+      o.model.n_layer = number();
+    else if (flag == "--n-head")
+      o.model.n_head = number();
+    else if (flag == "--d-model")
+      o.model.d_model = number();
+    else if (flag == "--context")
+      o.model.context = number();
+    else
+      throw zero::UsageError("unknown argument '" + flag + "'\n" + kUsage);
+  }
+  return o;
+}
+
+// One intra-op thread per core share, so ranks on one host do not oversubscribe it.
+void set_threads() {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const int ranks_here = local ? std::max(1, std::atoi(local)) : 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / ranks_here));
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+int train(int argc, char** argv) {
+  const zero::Args args = zero::parse_args(argc, argv);
+  ZERO_CHECK(!args.config_path.empty(), zero::UsageError, "--deepspeed_config FILE is required\n",
+             kUsage);
+  Options o = parse_options(args.rest);
+  set_threads();
+
+  const std::string text = gpt::read_text_file(o.data);
+  const gpt::CharTokenizer tokenizer(text);
+  const gpt::TextDataset data(tokenizer.encode(text), o.model.context, o.seed);
+  o.model.vocab_size = tokenizer.vocab_size();
+
+  torch::manual_seed(o.seed);
+  auto model = gpt::Gpt(o.model);
+  // ZeRO stage 3 shards block by block; at stages 0-2 the wrapper is a pass-through.
+  model->wrap_blocks(
+      [](torch::nn::AnyModule block) { return torch::nn::AnyModule(zero::Sharded(block)); });
+  zero::Engine engine = zero::initialize(model.ptr(), args.config_path);
+
+  const zero::Config& config = engine.config();
+  const int rank = engine.rank(), world = engine.world_size();
+  const int64_t micro = config.train_micro_batch_size_per_gpu;
+  const int64_t accumulation = config.gradient_accumulation_steps;
+  const int64_t print_every = std::max<int64_t>(1, config.steps_per_print);
+  const int64_t steps =
+      o.steps > 0 ? o.steps
+                  : (config.scheduler.total_num_steps > 0 ? config.scheduler.total_num_steps : 300);
+  if (rank == 0) {
+    std::cout << "gpt_train: " << gpt::count_parameters(*model) << " parameters ("
+              << o.model.n_layer << " layers, d_model " << o.model.d_model << ", " << o.model.n_head
+              << " heads, context " << o.model.context << ", vocab " << o.model.vocab_size << "), "
+              << data.num_tokens() << " tokens from " << o.data << "\n"
+              << "gpt_train: ZeRO stage " << engine.stage() << ", " << world
+              << " rank(s), micro batch " << micro << " x accumulation " << accumulation << " x "
+              << world << " = " << config.train_batch_size << " sequences per step, " << steps
+              << " steps" << std::endl;
+  }
+
+  auto last_print = std::chrono::steady_clock::now();
+  int64_t steps_since_print = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    const double lr = engine.lr();
+    double loss_sum = 0;
+    for (int64_t m = 0; m < accumulation; ++m) {
+      const gpt::Batch batch = data.batch(step, m, rank, world, micro, accumulation);
+      const at::Tensor loss = model->loss(batch.tokens, batch.targets);
+      engine.backward(loss);
+      engine.step();
+      loss_sum += loss.item<double>();
+    }
+    ++steps_since_print;
+    if (rank == 0 && ((step + 1) % print_every == 0 || step == 0 || step + 1 == steps)) {
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - last_print).count();
+      const zero::MemoryReport mem = engine.memory_report();
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "step %5lld | loss %.4f | lr %.3e | %8.1f samples/s | model states %s MiB",
+                    static_cast<long long>(step + 1), loss_sum / static_cast<double>(accumulation),
+                    lr, static_cast<double>(steps_since_print * config.train_batch_size) / seconds,
+                    mib(mem.model_states_bytes()).c_str());
+      std::cout << line;
+      if (engine.stage() == 3)
+        std::cout << " | peak gathered " << mib(mem.peak_gathered_params_bytes) << " MiB";
+      std::cout << std::endl;
+      last_print = now;
+      steps_since_print = 0;
+    }
+  }
+  if (rank == 0)
+    std::cout << "gpt_train: done, " << engine.global_steps() << " optimizer steps" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return train(argc, argv);
+  } catch (const zero::UsageError& e) {
+    std::cerr << "gpt_train: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gpt_train: error: " << e.what() << "\n";
+    return 1;
+  }
+}

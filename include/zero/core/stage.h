@@ -1,0 +1,89 @@
+// The Stage interface: what ZeRO stage 0, 1, 2 or 3 allocates, how gradients are reduced
+// during backward and how updated shards reach the parameters. The engine talks only to this.
+#pragma once
+
+#include <zero/comm/communicator.h>
+#include <zero/core/layout.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zero {
+
+// Everything a stage needs from the ds_config, in elements (config-free, so the core does not
+// depend on config/).
+struct StageOptions {
+  int stage = 0;
+  int64_t reduce_bucket_numel = 500000000;
+  int64_t allgather_bucket_numel = 500000000;
+  bool overlap_comm = true;           // false: buckets are reduced after backward, not during it
+  int64_t prefetch_numel = 50000000;  // stage3_prefetch_bucket_size
+  int64_t persistence_threshold_numel = 100000;  // stage3_param_persistence_threshold
+  int64_t max_live_numel = 1000000000;           // stage3_max_live_parameters
+  int64_t align_bytes = 16;
+};
+
+// One shard the optimizer updates: master (fp32) and its gradient, same numel.
+struct OptimizerShard {
+  int group = -1;
+  at::Tensor master;
+  at::Tensor grad;
+};
+
+// Bytes this rank allocated, by category (from the tensors actually held).
+struct StageMemory {
+  int64_t parameters_bytes = 0;       // compute-dtype parameters kept between uses (full or shard)
+  int64_t gradients_bytes = 0;        // full gradient buffer (stages 0-1) or gradient shard (2-3)
+  int64_t master_params_bytes = 0;    // fp32 master copies separate from the parameters
+  int64_t comm_buffers_bytes = 0;     // bucket staging and all-gather staging buffers
+  int64_t gathered_params_bytes = 0;  // stage 3: gathered units right now
+  int64_t peak_gathered_params_bytes = 0;  // stage 3: the most ever gathered at once
+};
+
+// A unit of stage 3 sharding (a wrapped block, or the rest of the model).
+struct UnitSpec {
+  std::string name;
+};
+
+class Stage {
+ public:
+  // `params` are the trainable parameters in layout order (params[i] is layout.params()[i]).
+  // Rank 0's values are broadcast; the parameters become views into the stage's buffers.
+  // units (stage 3 only): index = ParamSpec::unit; unit 0 is the rest of the model.
+  static std::unique_ptr<Stage> create(const StageOptions& options, std::vector<at::Tensor> params,
+                                       FlatLayout layout, std::shared_ptr<Communicator> comm,
+                                       std::vector<UnitSpec> units = {});
+  virtual ~Stage() = default;
+
+  virtual int stage() const = 0;
+  virtual const FlatLayout& layout() const = 0;
+
+  // Before autograd runs for one micro-step; `boundary`: this micro-step ends accumulation.
+  virtual void start_backward(bool boundary) = 0;
+  // After autograd returned: launches what the hooks did not, waits for every reduction.
+  // Blocks the host until this micro-step's gradients are in their final place.
+  virtual void finish_backward() = 0;
+  // The shards the optimizer updates (after finish_backward on a boundary).
+  virtual std::vector<OptimizerShard> optimizer_shards() = 0;
+  // True when every rank holds the same full gradients (stage 0): a norm needs no all-reduce.
+  virtual bool shards_replicated() const = 0;
+  // After the optimizer updated the masters: make the parameters reflect them.
+  virtual void publish_parameters() = 0;
+  // Zeroes the accumulated gradients.
+  virtual void zero_grad() = 0;
+  virtual StageMemory memory() const = 0;
+
+  // Stage 3 unit protocol (no-ops in stages 0-2), called by the Sharded wrapper.
+  virtual void pre_forward(int unit) {}
+  virtual void post_forward(int unit) {}
+  virtual void pre_backward(int unit) {}
+  // Stage 3: gathers every unit (to read full parameters) / releases them again. Collective.
+  virtual void gather_all() {}
+  virtual void release_all() {}
+};
+
+}  // namespace zero

@@ -1,0 +1,92 @@
+// The public training facade: zero::initialize(model, ds_config) returns an Engine that owns
+// the ZeRO stage, the optimizer on this rank's shards and the LR schedule.
+#pragma once
+
+#include <zero/config/config.h>
+#include <zero/error.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace zero {
+
+class Communicator;
+
+// A loss that is NaN or infinite in fp32 training: names the step and the rank.
+class NonFiniteLossError : public Error {
+ public:
+  using Error::Error;
+};
+
+// This rank's bytes by category, from the tensors it actually holds.
+struct MemoryReport {
+  int64_t parameters_bytes = 0;     // parameters kept between uses (full, or stage 3 shard)
+  int64_t gradients_bytes = 0;      // full gradients (stages 0-1) or gradient shard (2-3)
+  int64_t master_params_bytes = 0;  // fp32 master copies (0 in fp32 training: the params are it)
+  int64_t optimizer_states_bytes = 0;
+  int64_t comm_buffers_bytes = 0;          // bucket / all-gather staging
+  int64_t gathered_params_bytes = 0;       // stage 3: gathered right now
+  int64_t peak_gathered_params_bytes = 0;  // stage 3: the most gathered at once so far
+  int64_t model_states_bytes() const {
+    return parameters_bytes + gradients_bytes + master_params_bytes + optimizer_states_bytes;
+  }
+  std::string to_string() const;
+};
+
+class Engine {
+ public:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  ~Engine();
+
+  // Runs backward of loss / gradient_accumulation_steps (as DeepSpeed does); gradients are
+  // reduced as they are produced. Throws UsageError for a non-scalar loss and
+  // NonFiniteLossError for a NaN/inf loss. Blocks until this micro-step's reductions finished.
+  void backward(const at::Tensor& loss);
+  // Ends a micro-step. On an accumulation boundary: clipping, the optimizer on this rank's
+  // shards, publishing the updated parameters, LR schedule. Throws UsageError without a
+  // backward() since the last step().
+  void step();
+  void zero_grad();
+  bool is_gradient_accumulation_boundary() const;
+  int64_t global_steps() const;   // optimizer steps taken
+  int64_t micro_steps() const;    // step() calls so far
+  double lr() const;              // the learning rate of the next optimizer step
+  double last_grad_norm() const;  // global L2 norm before clipping at the last optimizer step
+  int rank() const;
+  int world_size() const;
+  int stage() const;
+  const Config& config() const;
+  MemoryReport memory_report() const;
+  // Collective: full copies of every trainable parameter (stage 3 gathers each block), keyed
+  // by the first name under which the model registers it.
+  std::vector<std::pair<std::string, at::Tensor>> full_parameters();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Builds the world communicator from the environment on first use (zerorun / mpirun / Slurm
+// variables, or a single process) and returns the same one afterwards.
+std::shared_ptr<Communicator> world_communicator();
+
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
+                  const std::map<std::string, std::string>& overrides = {});
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config);
+// As above on an explicit communicator (tests run many engines on one world).
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
+                  std::shared_ptr<Communicator> comm);
+
+}  // namespace zero

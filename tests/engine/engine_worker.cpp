@@ -1,0 +1,359 @@
+// The multi-rank engine test program, started by zerorun on 1-4 ranks: `--suite golden`
+// (engine vs one plain LibTorch process), `--suite memory` and `--suite baduse`.
+#include "test_model.h"
+
+#include <zero/comm/process_group.h>
+#include <zero/engine/engine.h>
+#include <zero/engine/lr_schedule.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+
+using namespace zero;
+using namespace zero::test;
+
+namespace {
+
+int g_failures = 0;
+int g_rank = 0;
+
+#define EXPECT(cond, ...)                                                                  \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      ++g_failures;                                                                        \
+      std::cerr << "[rank " << g_rank << "] FAILED " #cond " at line " << __LINE__ << ": " \
+                << ::zero::detail::str(__VA_ARGS__) << std::endl;                          \
+    }                                                                                      \
+  } while (0)
+
+// Adam runs with eps 1e-3 so that its update depends on the gradients' scale: with a tiny eps a
+// mis-averaged gradient (a sum instead of a mean) would go unnoticed.
+struct Case {
+  int stage = 0;
+  int gas = 1;
+  double clip = 0;
+  std::string optimizer = "AdamW";
+  int64_t bucket = 1000;  // reduce and all-gather bucket size (elements)
+  bool overlap = true;
+  int64_t micro = 2;
+  int steps = 4;
+};
+
+std::string config_json(const Case& c, int world, const std::string& extra_zero = "") {
+  const std::string opt =
+      c.optimizer == "SGD"
+          ? R"({"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01}})"
+          : R"({"type": ")" + c.optimizer +
+                R"(", "params": {"lr": 0.01, "betas": [0.8, 0.99], "eps": 1e-3, "weight_decay": 0.05}})";
+  return zero::detail::str(
+      R"({"train_micro_batch_size_per_gpu": )", c.micro, R"(, "gradient_accumulation_steps": )",
+      c.gas, R"(, "gradient_clipping": )", c.clip, R"(, "optimizer": )", opt,
+      R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.001, "warmup_max_lr": 0.01, "warmup_num_steps": 3, "warmup_type": "linear"}})",
+      R"(, "zero_optimization": {"stage": )", c.stage, R"(, "reduce_bucket_size": )", c.bucket,
+      R"(, "allgather_bucket_size": )", c.bucket, R"(, "overlap_comm": )",
+      c.overlap ? "true" : "false",
+      c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 30)" : "", extra_zero, "}}");
+}
+
+ParsedConfig parse(const std::string& json, int world) {
+  ConfigOptions o;
+  o.world_size = world;
+  return parse_config_string(json, o);
+}
+
+double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
+}
+
+// One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip.
+std::map<std::string, torch::Tensor> reference(const Case& c, int world, const Config& config) {
+  Net net(42, 2, /*wrap=*/true);  // unattached wrappers are pass-through: same names
+  std::vector<torch::Tensor> params = net->parameters();
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (c.optimizer == "SGD")
+    opt = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+  else if (c.optimizer == "AdamW" || c.optimizer == "Adam")  // DeepSpeed's Adam is AdamW by default
+    opt = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(0.01).betas({0.8, 0.99}).eps(1e-3).weight_decay(0.05));
+  auto schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
+  const int64_t global = c.micro * c.gas * world;
+  for (int step = 0; step < c.steps; ++step) {
+    for (auto& g : opt->param_groups()) g.options().set_lr(schedule->lr_at(step));
+    opt->zero_grad();
+    auto [x, y] = samples(7, step * global, global);
+    torch::mse_loss(net->forward(x), y).backward();
+    if (c.clip > 0) torch::nn::utils::clip_grad_norm_(params, c.clip);
+    opt->step();
+  }
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : net->named_parameters()) out[item.key()] = item.value().detach().clone();
+  return out;
+}
+
+// Sample order: global batch of step s is [s*G, (s+1)*G); micro-step m of rank r takes
+// micro samples at ((m * world) + r) * micro within it.
+void train(Engine& engine, Net& net, const Case& c, int world, int rank) {
+  const int64_t global = c.micro * c.gas * world;
+  for (int step = 0; step < c.steps; ++step) {
+    for (int m = 0; m < c.gas; ++m) {
+      EXPECT(engine.is_gradient_accumulation_boundary() == (m == c.gas - 1), "boundary at micro ",
+             m);
+      auto [x, y] = samples(7, step * global + (m * world + rank) * c.micro, c.micro);
+      engine.backward(torch::mse_loss(net->forward(x), y));
+      engine.step();
+    }
+    EXPECT(engine.global_steps() == step + 1, "global_steps ", engine.global_steps());
+  }
+}
+
+void run_golden(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  std::vector<Case> cases;
+  for (int stage = 0; stage <= 3; ++stage) {
+    Case plain;
+    plain.stage = stage;
+    cases.push_back(plain);
+    Case acc = plain;
+    acc.gas = 2;
+    acc.clip = 0.05;
+    acc.micro = 1;
+    cases.push_back(acc);
+  }
+  Case sgd;
+  sgd.stage = 2;
+  sgd.optimizer = "SGD";
+  sgd.gas = 3;
+  cases.push_back(sgd);
+  Case adam;
+  adam.stage = 1;
+  adam.optimizer = "Adam";
+  adam.clip = 0.05;
+  cases.push_back(adam);
+  Case big;
+  big.stage = 3;
+  big.bucket = 100000;
+  big.overlap = false;
+  big.gas = 2;
+  cases.push_back(big);
+  Case big2;
+  big2.stage = 2;
+  big2.bucket = 100000;
+  big2.overlap = false;
+  cases.push_back(big2);
+  for (const Case& c : cases) {
+    const std::string name =
+        zero::detail::str("stage ", c.stage, " gas ", c.gas, " clip ", c.clip, " ", c.optimizer,
+                          " bucket ", c.bucket, c.overlap ? "" : " no-overlap");
+    ParsedConfig parsed = parse(config_json(c, world), world);
+    Net net(42, 2, /*wrap=*/true);
+    Engine engine = initialize(net.ptr(), parsed, comm);
+    train(engine, net, c, world, rank);
+    if (c.clip > 0)
+      EXPECT(engine.last_grad_norm() > c.clip, name, ": clipping never engaged (norm ",
+             engine.last_grad_norm(), ")");
+    auto expected = reference(c, world, parsed.config);
+    double worst = 0;
+    for (const auto& [pname, value] : engine.full_parameters()) {
+      auto it = expected.find(pname);
+      EXPECT(it != expected.end(), name, ": unknown parameter ", pname);
+      if (it == expected.end()) continue;
+      const double d = rel_diff(value, it->second);
+      worst = std::max(worst, d);
+      EXPECT(d <= 1e-5, name, ": ", pname, " relative difference ", d);
+    }
+    // The parameters moved at all (the comparison is not vacuous).
+    Net initial(42, 2, true);
+    EXPECT(rel_diff(initial->input->weight, expected["input.weight"]) > 1e-4, name,
+           ": reference did not train");
+    if (rank == 0)
+      std::printf("golden world %d %-45s max rel diff %.3g\n", world, name.c_str(), worst);
+  }
+}
+
+int64_t formula_bytes(int stage, int64_t psi, int world) {
+  switch (stage) {
+    case 0:
+      return 16 * psi;
+    case 1:
+      return 8 * psi + 8 * psi / world;
+    case 2:
+      return 4 * psi + 12 * psi / world;
+    default:
+      return 16 * psi / world;
+  }
+}
+
+void run_memory(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  int64_t psi = 0;
+  {
+    Net probe(42, 4, true);
+    for (auto& p : probe->parameters()) psi += p.numel();
+  }
+  for (int stage = 0; stage <= 3; ++stage) {
+    Case c;
+    c.stage = stage;
+    c.bucket = 2000;
+    c.steps = 2;
+    const std::string zero_extra = ", \"stage3_prefetch_bucket_size\": 100000";
+    ParsedConfig parsed = parse(config_json(c, world, zero_extra), world);
+    parsed.config.zero_optimization.stage3_param_persistence_threshold = 0;
+    Net net(42, 4, true);
+    Engine engine = initialize(net.ptr(), parsed, comm);
+    train(engine, net, c, world, rank);
+    const MemoryReport m = engine.memory_report();
+    const int64_t formula = formula_bytes(stage, psi, world);
+    const int64_t slack = 2 * c.bucket * 4;  // reduce + all-gather bucket bytes
+    EXPECT(m.model_states_bytes() >= formula, "stage ", stage, ": ", m.to_string(), " < formula ",
+           formula);
+    EXPECT(m.model_states_bytes() <= formula + slack, "stage ", stage, ": ", m.to_string(),
+           " > formula ", formula, " + ", slack);
+    EXPECT(m.optimizer_states_bytes > 0, "stage ", stage);
+    if (rank == 0)
+      std::printf(
+          "memory world %d stage %d psi %lld: model states %lld B, ZeRO fp32 formula %lld B, comm "
+          "buffers %lld B, peak gathered %lld B\n",
+          world, stage, (long long)psi, (long long)m.model_states_bytes(), (long long)formula,
+          (long long)m.comm_buffers_bytes, (long long)m.peak_gathered_params_bytes);
+  }
+  // Stage 3 with stage3_max_live_parameters: the rest unit plus one block fit, two do not.
+  Net probe(42, 4, true);
+  int64_t block_numel = 0, total = 0;
+  for (auto& p : probe->blocks[0]->parameters()) block_numel += p.numel();
+  for (auto& p : probe->parameters()) total += p.numel();
+  const int64_t rest = total - 4 * block_numel;
+  for (int64_t max_live : {rest + block_numel + 64 * world, int64_t(1000000000)}) {
+    Case c;
+    c.stage = 3;
+    c.steps = 2;
+    const std::string extra = zero::detail::str(", \"stage3_max_live_parameters\": ", max_live,
+                                                ", \"stage3_prefetch_bucket_size\": 1000000");
+    ParsedConfig parsed = parse(config_json(c, world, extra), world);
+    parsed.config.zero_optimization.stage3_param_persistence_threshold = 0;
+    Net net(42, 4, true);
+    Engine engine = initialize(net.ptr(), parsed, comm);
+    train(engine, net, c, world, rank);
+    const MemoryReport m = engine.memory_report();
+    if (max_live < 1000000000) {
+      EXPECT(m.peak_gathered_params_bytes <= 4 * max_live, "peak gathered ",
+             m.peak_gathered_params_bytes, " B > stage3_max_live_parameters ", max_live,
+             " elements");
+    } else {
+      EXPECT(m.peak_gathered_params_bytes > 4 * (rest + block_numel + 64 * world),
+             "prefetch never held two blocks: ", m.peak_gathered_params_bytes);
+    }
+    if (rank == 0)
+      std::printf("memory world %d stage 3 max_live %lld elements: peak gathered %lld B\n", world,
+                  (long long)max_live, (long long)m.peak_gathered_params_bytes);
+  }
+}
+
+template <typename E>
+void expect_throw(const std::string& what, const std::string& needle,
+                  const std::function<void()>& fn) {
+  try {
+    fn();
+    EXPECT(false, what, ": no exception");
+  } catch (const E& e) {
+    EXPECT(std::string(e.what()).find(needle) != std::string::npos, what, ": message '", e.what(),
+           "' lacks '", needle, "'");
+    if (g_rank == 0) std::printf("baduse %-28s -> %s\n", what.c_str(), e.what());
+  } catch (const std::exception& e) {
+    EXPECT(false, what, ": wrong exception type: ", e.what());
+  }
+}
+
+void run_baduse(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  Case c;
+  expect_throw<UsageError>("stage 3 without Sharded", "zero::Sharded", [&] {
+    c.stage = 3;
+    Net net(1, 2, /*wrap=*/false);
+    initialize(net.ptr(), parse(config_json(c, world), world), comm);
+  });
+  expect_throw<UsageError>("block wrapped twice", "wrapped", [&] {
+    Block b(kWidth, kHidden);
+    zero::Sharded once(b);
+    zero::Sharded twice{torch::nn::AnyModule(once)};  // Sharded(Sharded(block))
+  });
+  expect_throw<UsageError>("same block in two wrappers", "wrapped twice", [&] {
+    c.stage = 3;
+    Net net(1, 0, true);
+    Block b(kWidth, kHidden);
+    net->blocks->push_back(zero::Sharded(b));
+    net->blocks->push_back(zero::Sharded(b));
+    initialize(net.ptr(), parse(config_json(c, world), world), comm);
+  });
+  expect_throw<UsageError>("params on two devices", "different devices", [&] {
+    c.stage = 1;
+    Net net(1, 2, false);
+    net->register_parameter("on_meta",
+                            torch::empty({3}, torch::TensorOptions().device(torch::kMeta)));
+    initialize(net.ptr(), parse(config_json(c, world), world), comm);
+  });
+  {
+    c.stage = 2;
+    Net net(1, 2, false);
+    Engine engine = initialize(net.ptr(), parse(config_json(c, world), world), comm);
+    expect_throw<UsageError>("step without backward", "without backward", [&] { engine.step(); });
+    auto [x, y] = samples(3, rank * 2, 2);
+    expect_throw<UsageError>("non-scalar loss", "scalar",
+                             [&] { engine.backward(torch::square(net->forward(x) - y)); });
+    expect_throw<NonFiniteLossError>(
+        "non-finite loss", zero::detail::str("rank ", rank, " at step 0"),
+        [&] { engine.backward(torch::mse_loss(net->forward(x), y) * std::nan("")); });
+    engine.backward(torch::mse_loss(net->forward(x), y));  // still usable afterwards
+    engine.step();
+    EXPECT(engine.global_steps() == 1, "engine unusable after rejected calls");
+  }
+  if (world > 1) {
+    expect_throw<UsageError>("ranks with different models", "differs across ranks", [&] {
+      c.stage = 1;
+      Net net(1, rank == world - 1 ? 3 : 2, false);
+      initialize(net.ptr(), parse(config_json(c, world), world), comm);
+    });
+  }
+  expect_throw<ConfigError>("unsupported optimizer", "optimizer", [&] {
+    c.stage = 0;
+    c.optimizer = "Lamb";
+    Net net(1, 2, false);
+    initialize(net.ptr(), parse(config_json(c, world), world), comm);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string suite = argc > 2 && std::string(argv[1]) == "--suite" ? argv[2] : "golden";
+  torch::set_num_threads(1);
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    auto comm = world_communicator();
+    g_rank = comm->rank();
+    if (suite == "golden")
+      run_golden(comm);
+    else if (suite == "memory")
+      run_memory(comm);
+    else if (suite == "baduse")
+      run_baduse(comm);
+    else {
+      std::cerr << "unknown suite " << suite << "\n";
+      return 2;
+    }
+    comm->barrier()->wait();
+  } catch (const std::exception& e) {
+    std::cerr << "[rank " << g_rank << "] uncaught: " << e.what() << std::endl;
+    return 1;
+  }
+  if (g_failures)
+    std::cerr << "[rank " << g_rank << "] " << g_failures << " failure(s)\n";
+  else if (g_rank == 0)
+    std::printf("suite %s: all checks passed\n", suite.c_str());
+  return g_failures ? 1 : 0;
+}

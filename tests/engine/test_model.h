@@ -1,0 +1,65 @@
+// The model and data of the engine tests: awkward parameter sizes (a 127x24 input layer larger
+// than a shard, a 1-element bias, sizes not divisible by the world size) and two wrapped blocks.
+#pragma once
+
+#include <zero/engine/sharded.h>
+
+#include <torch/torch.h>
+
+namespace zero::test {
+
+struct BlockImpl : torch::nn::Module {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  BlockImpl(int width, int hidden) {
+    fc1 = register_module("fc1", torch::nn::Linear(width, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, width));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return x + fc2(torch::tanh(fc1(x))); }
+};
+TORCH_MODULE(Block);
+
+constexpr int kIn = 127, kWidth = 24, kHidden = 40;
+
+// input Linear(127, 24) -> tanh -> blocks (each optionally wrapped in zero::Sharded) -> head
+// Linear(24, 1) (1-element bias). All parameters derive from `seed`.
+struct NetImpl : torch::nn::Module {
+  torch::nn::Linear input{nullptr}, head{nullptr};
+  torch::nn::ModuleList blocks;
+  NetImpl(int64_t seed, int num_blocks = 2, bool wrap = true) {
+    torch::manual_seed(seed);
+    input = register_module("input", torch::nn::Linear(kIn, kWidth));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int i = 0; i < num_blocks; ++i) {
+      Block b(kWidth, kHidden);
+      if (wrap)
+        blocks->push_back(zero::Sharded(b));
+      else
+        blocks->push_back(b);
+    }
+    head = register_module("head", torch::nn::Linear(kWidth, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = torch::tanh(input(x));
+    for (auto& b : *blocks) {
+      if (auto s = b->as<zero::ShardedImpl>())
+        h = s->forward(h);
+      else
+        h = b->as<BlockImpl>()->forward(h);
+    }
+    return head(h).squeeze(-1);
+  }
+};
+TORCH_MODULE(Net);
+
+// Sample i of the data set of `seed`: deterministic, independent of how it is split.
+inline std::pair<torch::Tensor, torch::Tensor> samples(int64_t seed, int64_t first, int64_t count) {
+  torch::Tensor x = torch::empty({count, kIn}), y = torch::empty({count});
+  for (int64_t i = 0; i < count; ++i) {
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed * 1000003 + first + i));
+    x[i] = at::randn({kIn}, gen);
+    y[i] = at::randn({1}, gen)[0];
+  }
+  return {x, y};
+}
+
+}  // namespace zero::test

@@ -1,0 +1,337 @@
+// FlatStage: buffers per layout group, rank 0's broadcast, gradient post-hooks on the grad
+// accumulators, bucket launches (all-reduce or reduce-scatter) and the publish all-gather.
+#include "flat_stage.h"
+
+#include <zero/error.h>
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+
+namespace zero::detail {
+
+void free_storage(const at::Tensor& tensor) {
+  c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+  impl->set_nbytes(static_cast<size_t>(0));
+}
+
+void allocate_storage(const at::Tensor& tensor, int64_t nbytes) {
+  c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
+  ZERO_ASSERT(impl->allocator() != nullptr, "storage without allocator");
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(static_cast<size_t>(nbytes)));
+  impl->set_nbytes(static_cast<size_t>(nbytes));
+}
+
+bool storage_allocated(const at::Tensor& tensor) {
+  return tensor.storage().nbytes() > 0;
+}
+
+FlatStage::FlatStage(const StageOptions& options, std::vector<at::Tensor> params, FlatLayout layout,
+                     std::shared_ptr<Communicator> comm, GradReduction reduction)
+    : options_(options),
+      params_(std::move(params)),
+      layout_(std::move(layout)),
+      comm_(std::move(comm)),
+      reduction_(reduction) {
+  ZERO_ASSERT(comm_, "no communicator");
+  ZERO_ASSERT(params_.size() == layout_.params().size(), "params and layout disagree");
+  rank_ = comm_->rank();
+  world_ = comm_->world_size();
+  ZERO_ASSERT(world_ == layout_.world_size(), "layout world size ", layout_.world_size());
+}
+
+FlatStage::~FlatStage() {
+  for (size_t i = 0; i < accumulators_.size(); ++i)
+    if (accumulators_[i]) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  try {
+    while (!pending_.empty()) finish_pending();
+  } catch (...) {
+  }
+}
+
+void FlatStage::setup(const std::vector<bool>& sharded_group) {
+  const auto& lgroups = layout_.groups();
+  groups_.resize(lgroups.size());
+  const at::Device device = params_.empty() ? at::Device(at::kCPU) : params_[0].device();
+  for (size_t gi = 0; gi < lgroups.size(); ++gi) {
+    const Group& g = lgroups[gi];
+    GroupBuffers& b = groups_[gi];
+    auto opts = at::TensorOptions().dtype(g.dtype).device(device);
+    b.flat = at::zeros({g.padded_numel}, opts);
+    {
+      at::NoGradGuard no_grad;
+      for (int pi : g.params) {
+        const BufferRange r = layout_.slots()[pi].buffer;
+        b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
+      }
+    }
+    if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
+    for (int pi : g.params) {
+      const BufferRange r = layout_.slots()[pi].buffer;
+      params_[pi].set_data(b.flat.narrow(0, r.begin, r.numel()).view(params_[pi].sizes()));
+    }
+    const BufferRange shard = g.shard(rank_);
+    b.sharded_params = sharded_group[gi];
+    at::Tensor compute_shard;
+    if (b.sharded_params) {
+      b.param_shard = b.flat.narrow(0, shard.begin, shard.numel()).clone();
+      compute_shard = b.param_shard;
+    } else {
+      compute_shard = b.flat.narrow(0, shard.begin, shard.numel());
+    }
+    if (reduction_ == GradReduction::kAllReduce) {
+      b.flat_grad = at::zeros({g.padded_numel}, opts);
+      for (int pi : g.params) {
+        const BufferRange r = layout_.slots()[pi].buffer;
+        params_[pi].mutable_grad() =
+            b.flat_grad.narrow(0, r.begin, r.numel()).view(params_[pi].sizes());
+      }
+    } else {
+      b.grad_shard = at::zeros({g.shard_numel}, opts);
+      for (int pi : g.params) params_[pi].mutable_grad().reset();
+    }
+    // Stage 0 optimizes the whole buffer; the others this rank's shard.
+    if (options_.stage == 0) compute_shard = b.flat;
+    b.master_is_alias = g.dtype == at::kFloat;
+    b.master = b.master_is_alias ? compute_shard : compute_shard.to(at::kFloat);
+  }
+
+  // Bucket bookkeeping and staging.
+  const auto& lbuckets = layout_.buckets();
+  buckets_.assign(lbuckets.size(), BucketState{});
+  bucket_counts_.clear();
+  for (size_t bi = 0; bi < lbuckets.size(); ++bi) {
+    bucket_counts_.push_back(layout_.bucket_counts(static_cast<int>(bi)));
+    recv_numel_ = std::max(recv_numel_, bucket_counts_.back()[rank_]);
+  }
+
+  // Two staging buffers: one bucket fills while the previous one is reduced.
+  if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
+    for (int i = 0; i < 2; ++i) {
+      Slot slot;
+      slot.staging = at::empty({layout_.max_bucket_numel()}, groups_[0].flat.options());
+      slot.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, groups_[0].flat.options());
+      slots_.push_back(slot);
+    }
+  }
+
+  // Hooks run after AccumulateGrad has put the gradient into param.grad.
+  accumulators_.resize(params_.size());
+  hook_keys_.resize(params_.size());
+  for (size_t pi = 0; pi < params_.size(); ++pi) {
+    accumulators_[pi] = torch::autograd::impl::grad_accumulator(params_[pi]);
+    ZERO_ASSERT(accumulators_[pi], "no grad accumulator for ", layout_.params()[pi].name);
+    const int index = static_cast<int>(pi);
+    hook_keys_[pi] =
+        accumulators_[pi]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, index](const torch::autograd::variable_list& outputs,
+                          const torch::autograd::variable_list&) {
+              on_grad(index);
+              return outputs;
+            }));
+  }
+}
+
+void FlatStage::start_backward(bool boundary) {
+  ZERO_ASSERT(pending_.empty(), "buckets still in flight at the start of backward");
+  reduce_now_ = reduction_ == GradReduction::kReduceScatter || boundary;
+  for (auto& b : buckets_) b = BucketState{};
+  in_backward_ = true;
+  if (reduction_ == GradReduction::kAllReduce) {
+    // Someone (model->zero_grad(true), the user) may have replaced .grad: restore the views.
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      for (int pi : layout_.groups()[gi].params) {
+        const BufferRange r = layout_.slots()[pi].buffer;
+        at::Tensor view = groups_[gi].flat_grad.narrow(0, r.begin, r.numel());
+        at::Tensor& grad = params_[pi].mutable_grad();
+        if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
+          if (grad.defined()) view.copy_(grad.reshape({-1}));
+          grad = view.view(params_[pi].sizes());
+        }
+      }
+    }
+  }
+}
+
+void FlatStage::on_grad(int param) {
+  const ParamSlot& ps = layout_.slots()[param];
+  at::Tensor& grad = params_[param].mutable_grad();
+  ZERO_ASSERT(grad.defined(), "hook without gradient for ", layout_.params()[param].name);
+  if (reduction_ == GradReduction::kAllReduce) {
+    at::Tensor view = groups_[ps.group].flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
+    if (grad.data_ptr() != view.data_ptr()) {  // AccumulateGrad replaced our view
+      view.add_(grad.reshape({-1}));
+      grad = view.view(params_[param].sizes());
+    }
+  } else {
+    const int slot = acquire_slot(ps.bucket);
+    const Bucket& bucket = layout_.buckets()[ps.bucket];
+    slots_[slot]
+        .staging.narrow(0, ps.buffer.begin - bucket.buffer.begin, ps.buffer.numel())
+        .add_(grad.reshape({-1}));
+    grad.reset();
+  }
+  BucketState& bs = buckets_[ps.bucket];
+  ++bs.arrived;
+  after_grad(param);
+  if (reduce_now_ && options_.overlap_comm &&
+      bs.arrived == static_cast<int>(layout_.buckets()[ps.bucket].params.size()))
+    launch_bucket(ps.bucket);
+}
+
+int FlatStage::acquire_slot(int bucket) {
+  BucketState& bs = buckets_[bucket];
+  if (bs.slot >= 0) return bs.slot;
+  int free_slot = -1;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].busy) free_slot = static_cast<int>(i);
+  if (free_slot < 0 && slots_.size() >= 2 && !pending_.empty()) {
+    finish_pending();
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (!slots_[i].busy) free_slot = static_cast<int>(i);
+  }
+  if (free_slot < 0) {
+    const auto opts = groups_[0].flat.options();
+    Slot s;
+    s.staging = at::empty({layout_.max_bucket_numel()}, opts);
+    s.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, opts);
+    slots_.push_back(s);
+    free_slot = static_cast<int>(slots_.size()) - 1;
+    if (slots_.size() > 2)
+      spdlog::debug("[rank {}] gradient buckets filled out of order: staging buffer {} allocated",
+                    rank_, slots_.size());
+  }
+  slots_[free_slot].busy = true;
+  slots_[free_slot].staging.narrow(0, 0, layout_.buckets()[bucket].buffer.numel()).zero_();
+  bs.slot = free_slot;
+  return free_slot;
+}
+
+void FlatStage::launch_bucket(int bucket) {
+  BucketState& bs = buckets_[bucket];
+  ZERO_ASSERT(!bs.launched, "bucket ", bucket, " launched twice");
+  bs.launched = true;
+  const Bucket& b = layout_.buckets()[bucket];
+  if (reduction_ == GradReduction::kAllReduce) {
+    if (world_ == 1) return;
+    at::Tensor view = groups_[b.group].flat_grad.narrow(0, b.buffer.begin, b.buffer.numel());
+    pending_.push_back(Pending{bucket, -1, comm_->all_reduce(view, ReduceOp::kAvg)});
+  } else {
+    const int slot = acquire_slot(bucket);
+    const auto& counts = bucket_counts_[bucket];
+    at::Tensor input = slots_[slot].staging.narrow(0, 0, b.buffer.numel());
+    at::Tensor output = slots_[slot].recv.narrow(0, 0, counts[rank_]);
+    WorkHandle work;
+    if (world_ == 1)
+      output.copy_(input);
+    else
+      work = comm_->reduce_scatter_v(input, output, counts, ReduceOp::kAvg);
+    pending_.push_back(Pending{bucket, slot, work});
+  }
+}
+
+void FlatStage::finish_pending() {
+  Pending p = pending_.front();
+  pending_.pop_front();
+  if (p.work) p.work->wait();
+  if (p.slot >= 0) {
+    const ShardRange r = layout_.bucket_shard_range(p.bucket, rank_);
+    const int group = layout_.buckets()[p.bucket].group;
+    if (!r.empty())
+      groups_[group]
+          .grad_shard.narrow(0, r.begin, r.numel())
+          .add_(slots_[p.slot].recv.narrow(0, 0, r.numel()));
+    slots_[p.slot].busy = false;
+    buckets_[p.bucket].slot = -1;
+  }
+}
+
+void FlatStage::finish_backward() {
+  if (reduce_now_) {
+    for (size_t bi = 0; bi < buckets_.size(); ++bi)
+      if (!buckets_[bi].launched) launch_bucket(static_cast<int>(bi));
+  }
+  while (!pending_.empty()) finish_pending();
+  in_backward_ = false;
+}
+
+void FlatStage::zero_grad() {
+  for (auto& b : groups_) {
+    if (b.flat_grad.defined()) b.flat_grad.zero_();
+    if (b.grad_shard.defined()) b.grad_shard.zero_();
+  }
+}
+
+OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {
+  return OptimizerShard{group, groups_[group].master, grad};
+}
+
+void FlatStage::all_gather_shard_into_flat(int group) {
+  GroupBuffers& b = groups_[group];
+  const Group& g = layout_.groups()[group];
+  const BufferRange shard = g.shard(rank_);
+  at::Tensor own = b.sharded_params ? b.param_shard : b.flat.narrow(0, shard.begin, shard.numel());
+  if (!b.master_is_alias) own.copy_(b.master);
+  if (b.sharded_params) {
+    ZERO_ASSERT(storage_allocated(b.flat), "gathering into a released buffer");
+    if (world_ == 1)
+      b.flat.copy_(own);
+    else
+      comm_->all_gather(own, b.flat)->wait();
+    return;
+  }
+  if (world_ == 1) return;
+  const int64_t S = g.shard_numel;
+  const int64_t chunk =
+      std::min<int64_t>(S, std::max<int64_t>(1, options_.allgather_bucket_numel / world_));
+  if (!gather_in_.defined() || gather_in_.numel() < chunk || gather_in_.scalar_type() != g.dtype)
+    gather_in_ = at::empty({chunk}, b.flat.options());
+  if (chunk == S) {  // one collective straight into the flat buffer
+    at::Tensor in = gather_in_.narrow(0, 0, S).copy_(own);
+    comm_->all_gather(in, b.flat)->wait();
+    return;
+  }
+  if (!gather_out_.defined() || gather_out_.numel() < chunk * world_ ||
+      gather_out_.scalar_type() != g.dtype)
+    gather_out_ = at::empty({chunk * world_}, b.flat.options());
+  for (int64_t c = 0; c < S; c += chunk) {
+    const int64_t n = std::min(chunk, S - c);
+    at::Tensor in = gather_in_.narrow(0, 0, n).copy_(own.narrow(0, c, n));
+    at::Tensor out = gather_out_.narrow(0, 0, n * world_);
+    comm_->all_gather(in, out)->wait();
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_) b.flat.narrow(0, r * S + c, n).copy_(out.narrow(0, r * n, n));
+  }
+}
+
+void FlatStage::note_gathered_bytes(int64_t delta) {
+  gathered_bytes_ += delta;
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+}
+
+StageMemory FlatStage::memory() const {
+  StageMemory m;
+  for (const auto& b : groups_) {
+    if (b.sharded_params)
+      m.parameters_bytes += b.param_shard.nbytes();
+    else
+      m.parameters_bytes += b.flat.nbytes();
+    if (b.flat_grad.defined()) m.gradients_bytes += b.flat_grad.nbytes();
+    if (b.grad_shard.defined()) m.gradients_bytes += b.grad_shard.nbytes();
+    if (!b.master_is_alias) m.master_params_bytes += b.master.nbytes();
+  }
+  for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes() + s.recv.nbytes();
+  if (gather_in_.defined()) m.comm_buffers_bytes += gather_in_.nbytes();
+  if (gather_out_.defined()) m.comm_buffers_bytes += gather_out_.nbytes();
+  m.gathered_params_bytes = gathered_bytes_;
+  m.peak_gathered_params_bytes = peak_gathered_bytes_;
+  return m;
+}
+
+}  // namespace zero::detail

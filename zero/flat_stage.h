@@ -1,0 +1,111 @@
+// FlatStage: what stages 0-3 share: flat buffers per layout group, gradient hooks on each
+// parameter's grad accumulator, bucket arrival counting and the asynchronous bucket reductions.
+#pragma once
+
+#include <zero/core/stage.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace zero::detail {
+
+// Storage release / re-allocation of a tensor's whole storage (stage 3). The tensor and every
+// view of it (parameters, autograd's saved views) keep their identity and see the new memory.
+void free_storage(const at::Tensor& tensor);
+void allocate_storage(const at::Tensor& tensor, int64_t nbytes);
+bool storage_allocated(const at::Tensor& tensor);
+
+// How a bucket's gradients are reduced.
+enum class GradReduction {
+  kAllReduce,      // in place in the full gradient buffer (stages 0-1)
+  kReduceScatter,  // staged, reduce-scattered, added into the owner's gradient shard (2-3)
+};
+
+struct GroupBuffers {
+  at::Tensor flat;         // full compute-dtype parameters; params are views into it
+  at::Tensor flat_grad;    // kAllReduce: full gradients; params' .grad are views into it
+  at::Tensor param_shard;  // stage 3 (non-persistent groups): this rank's parameter shard
+  at::Tensor grad_shard;   // kReduceScatter: this rank's gradient shard
+  at::Tensor master;       // fp32 master shard (an alias when the parameters are fp32)
+  bool master_is_alias = true;
+  bool sharded_params = false;  // stage 3 non-persistent: flat's storage comes and goes
+};
+
+class FlatStage : public Stage {
+ public:
+  FlatStage(const StageOptions& options, std::vector<at::Tensor> params, FlatLayout layout,
+            std::shared_ptr<Communicator> comm, GradReduction reduction);
+  ~FlatStage() override;
+
+  const FlatLayout& layout() const override { return layout_; }
+  void start_backward(bool boundary) override;
+  void finish_backward() override;
+  void zero_grad() override;
+  StageMemory memory() const override;
+
+ protected:
+  // Allocates the buffers, broadcasts rank 0's values, makes the parameters views and
+  // registers the hooks. `sharded_group(g)`: stage 3 keeps only the shard of group g.
+  void setup(const std::vector<bool>& sharded_group);
+  // Called after a parameter's gradient was taken in (stage 3 counts arrivals per unit).
+  virtual void after_grad(int param) {}
+  // All-gathers this rank's compute-dtype shard of group g into its full flat buffer (after
+  // casting the master when it is not an alias). Blocks until done.
+  void all_gather_shard_into_flat(int group);
+  OptimizerShard shard_of(int group, const at::Tensor& grad) const;
+  void note_gathered_bytes(int64_t delta);
+
+  StageOptions options_;
+  std::vector<at::Tensor> params_;
+  FlatLayout layout_;
+  std::shared_ptr<Communicator> comm_;
+  GradReduction reduction_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::vector<GroupBuffers> groups_;
+  int64_t gathered_bytes_ = 0;
+  int64_t peak_gathered_bytes_ = 0;
+
+ private:
+  struct Slot {
+    at::Tensor staging;  // bucket-sized gradient staging
+    at::Tensor recv;     // this rank's part after reduce-scatter
+    bool busy = false;
+  };
+  struct Pending {
+    int bucket;
+    int slot;
+    WorkHandle work;
+  };
+  struct BucketState {
+    int arrived = 0;
+    bool launched = false;
+    int slot = -1;
+  };
+
+  void on_grad(int param);
+  int acquire_slot(int bucket);
+  void launch_bucket(int bucket);
+  void finish_pending();  // the oldest in-flight bucket
+
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+  std::vector<BucketState> buckets_;
+  std::vector<std::vector<int64_t>> bucket_counts_;
+  std::vector<Slot> slots_;
+  std::deque<Pending> pending_;
+  at::Tensor gather_in_, gather_out_;  // all-gather staging (publish)
+  bool reduce_now_ = true;             // this micro-step's buckets are reduced
+  bool in_backward_ = false;
+  int64_t recv_numel_ = 0;
+};
+
+}  // namespace zero::detail

@@ -1,0 +1,160 @@
+// ShardOptimizer implementations: Adam/AdamW (torch.optim math; CPU fp32 through the vectorized
+// kernels::adam_step_cpu, other devices through ATen ops) and SGD with momentum (ATen ops).
+#include <zero/core/optimizer.h>
+#include <zero/error.h>
+#include <zero/kernels/adam.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace zero {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+void check_shard(const OptimizerShard& s) {
+  ZERO_ASSERT(s.master.defined() && s.grad.defined(), "group ", s.group);
+  ZERO_ASSERT(s.master.numel() == s.grad.numel(), "group ", s.group);
+  ZERO_ASSERT(s.master.scalar_type() == at::kFloat && s.master.is_contiguous(), "group ", s.group);
+}
+
+class AdamOptimizer : public ShardOptimizer {
+ public:
+  explicit AdamOptimizer(const OptimizerOptions& o) : options_(o) {}
+
+  void init_state(const std::vector<OptimizerShard>& shards) override {
+    exp_avg_.clear();
+    exp_avg_sq_.clear();
+    for (const auto& s : shards) {
+      check_shard(s);
+      exp_avg_.push_back(at::zeros_like(s.master));
+      exp_avg_sq_.push_back(at::zeros_like(s.master));
+    }
+  }
+
+  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) override {
+    ZERO_ASSERT(shards.size() == exp_avg_.size(), "optimizer state not initialised");
+    const bool adamw = options_.kind == OptimizerKind::kAdamW;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const OptimizerShard& s = shards[i];
+      check_shard(s);
+      if (s.master.numel() == 0) continue;
+      if (s.master.is_cpu() && s.grad.scalar_type() == at::kFloat && s.grad.is_contiguous()) {
+        kernels::AdamParams p{};
+        p.lr = static_cast<float>(lr);
+        p.beta1 = static_cast<float>(options_.beta1);
+        p.beta2 = static_cast<float>(options_.beta2);
+        p.eps = static_cast<float>(options_.eps);
+        p.weight_decay = static_cast<float>(options_.weight_decay);
+        p.adamw_mode = adamw;
+        p.bias_correction = options_.bias_correction;
+        p.step = step;
+        kernels::adam_step_cpu(p, s.master.data_ptr<float>(), s.grad.data_ptr<float>(),
+                               exp_avg_[i].data_ptr<float>(), exp_avg_sq_[i].data_ptr<float>(),
+                               s.master.numel());
+      } else {
+        step_aten(s.master, s.grad.to(at::kFloat), exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);
+      }
+    }
+  }
+
+  int64_t state_bytes() const override {
+    int64_t n = 0;
+    for (size_t i = 0; i < exp_avg_.size(); ++i)
+      n += exp_avg_[i].nbytes() + exp_avg_sq_[i].nbytes();
+    return n;
+  }
+
+ private:
+  // torch.optim.Adam / AdamW with ATen ops: the device-independent path.
+  void step_aten(at::Tensor p, at::Tensor g, at::Tensor& m, at::Tensor& v, double lr, int64_t step,
+                 bool adamw) const {
+    const double wd = options_.weight_decay;
+    if (wd != 0) {
+      if (adamw)
+        p.mul_(1 - lr * wd);
+      else
+        g = g.add(p, wd);
+    }
+    m.mul_(options_.beta1).add_(g, 1 - options_.beta1);
+    v.mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
+    double bc1 = 1, bc2 = 1;
+    if (options_.bias_correction) {
+      bc1 = 1 - std::pow(options_.beta1, step);
+      bc2 = 1 - std::pow(options_.beta2, step);
+    }
+    at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(options_.eps);
+    p.addcdiv_(m, denom, -lr / bc1);
+  }
+
+  OptimizerOptions options_;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+};
+
+// torch.optim.SGD: d = g + wd * p; buf = momentum * buf + (1 - dampening) * d (buf = d at the
+// first step); d = nesterov ? d + momentum * buf : buf; p -= lr * d.
+class SgdOptimizer : public ShardOptimizer {
+ public:
+  explicit SgdOptimizer(const OptimizerOptions& o) : options_(o) {}
+
+  void init_state(const std::vector<OptimizerShard>& shards) override {
+    buf_.clear();
+    for (const auto& s : shards) {
+      check_shard(s);
+      buf_.push_back(options_.momentum != 0 ? at::zeros_like(s.master) : at::Tensor());
+    }
+  }
+
+  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) override {
+    ZERO_ASSERT(shards.size() == buf_.size(), "optimizer state not initialised");
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const OptimizerShard& s = shards[i];
+      if (s.master.numel() == 0) continue;
+      at::Tensor d = s.grad.to(at::kFloat);
+      if (options_.weight_decay != 0) d = d.add(s.master, options_.weight_decay);
+      if (options_.momentum != 0) {
+        if (step == 1)
+          buf_[i].copy_(d);
+        else
+          buf_[i].mul_(options_.momentum).add_(d, 1 - options_.dampening);
+        d = options_.nesterov ? d.add(buf_[i], options_.momentum) : buf_[i];
+      }
+      s.master.add_(d, -lr);
+    }
+  }
+
+  int64_t state_bytes() const override {
+    int64_t n = 0;
+    for (const auto& b : buf_)
+      if (b.defined()) n += b.nbytes();
+    return n;
+  }
+
+ private:
+  OptimizerOptions options_;
+  std::vector<at::Tensor> buf_;
+};
+
+}  // namespace
+
+OptimizerKind parse_optimizer_kind(const std::string& type) {
+  const std::string t = lower(type);
+  if (t == "adam") return OptimizerKind::kAdam;
+  if (t == "adamw") return OptimizerKind::kAdamW;
+  if (t == "sgd") return OptimizerKind::kSgd;
+  throw ConfigError(detail::str("optimizer.type: '", type,
+                                "' is not supported; supported types: Adam, AdamW, SGD"));
+}
+
+std::unique_ptr<ShardOptimizer> ShardOptimizer::create(const OptimizerOptions& options) {
+  if (options.kind == OptimizerKind::kSgd) return std::make_unique<SgdOptimizer>(options);
+  return std::make_unique<AdamOptimizer>(options);
+}
+
+}  // namespace zero

@@ -1,0 +1,201 @@
+// Stage 3: the unit table and its transitions (gather, prefetch, release), gradient-arrival
+// counting per unit, and re-gathering the rest-of-model unit outside backward.
+#include "stage3.h"
+
+#include <zero/error.h>
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace zero::detail {
+
+const char* to_string(UnitState state) {
+  switch (state) {
+    case UnitState::kReleased:
+      return "released";
+    case UnitState::kGathering:
+      return "gathering";
+    case UnitState::kAvailable:
+      return "available";
+  }
+  return "?";
+}
+
+Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, FlatLayout layout,
+               std::shared_ptr<Communicator> comm, std::vector<UnitSpec> units)
+    : FlatStage(options, std::move(params), std::move(layout), std::move(comm),
+                GradReduction::kReduceScatter) {
+  ZERO_CHECK(units.size() >= 2, UsageError,
+             "ZeRO stage 3 needs at least one block wrapped in zero::Sharded (LibTorch modules "
+             "have no forward hooks, so stage 3 shards what is wrapped); none found in the model");
+  units_.resize(units.size());
+  for (size_t u = 0; u < units.size(); ++u) units_[u].name = units[u].name;
+  std::vector<bool> sharded;
+  for (size_t gi = 0; gi < layout_.groups().size(); ++gi) {
+    const Group& g = layout_.groups()[gi];
+    ZERO_ASSERT(g.unit >= 0 && g.unit < static_cast<int>(units_.size()), "unit ", g.unit);
+    sharded.push_back(!g.persistent);
+    if (g.persistent) continue;
+    Unit& unit = units_[g.unit];
+    unit.groups.push_back(static_cast<int>(gi));
+    unit.numel += g.padded_numel;
+    unit.bytes += g.padded_numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    unit.expected_grads += static_cast<int>(g.params.size());
+  }
+  setup(sharded);
+  // setup() left every buffer gathered; keep the rest of the model, release the blocks.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u].state = UnitState::kAvailable;
+    note_gathered_bytes(units_[u].bytes);
+    live_numel_ += units_[u].numel;
+  }
+  for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  peak_gathered_bytes_ = gathered_bytes_;
+}
+
+Stage3::~Stage3() {
+  for (const Unit& u : units_) {
+    if (u.state != UnitState::kReleased) continue;
+    for (int gi : u.groups)
+      for (int pi : layout_.groups()[gi].params)
+        params_[pi].set_data(at::empty({0}, groups_[gi].flat.options()));
+  }
+}
+
+std::vector<OptimizerShard> Stage3::optimizer_shards() {
+  std::vector<OptimizerShard> out;
+  for (size_t g = 0; g < groups_.size(); ++g) out.push_back(shard_of(g, groups_[g].grad_shard));
+  return out;
+}
+
+void Stage3::start_gather(int unit) {
+  Unit& u = units_[unit];
+  if (u.state != UnitState::kReleased) return;
+  if (live_numel_ + u.numel > options_.max_live_numel && !warned_live_) {
+    spdlog::warn(
+        "[rank {}] stage 3: unit '{}' ({} elements) must be gathered although {} are "
+        "live; stage3_max_live_parameters ({}) is smaller than what one step needs",
+        rank_, u.name, u.numel, live_numel_, options_.max_live_numel);
+    warned_live_ = true;
+  }
+  for (int gi : u.groups) {
+    GroupBuffers& b = groups_[gi];
+    allocate_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
+    if (world_ == 1)
+      b.flat.copy_(b.param_shard);
+    else
+      u.works.push_back(comm_->all_gather(b.param_shard, b.flat));
+  }
+  note_gathered_bytes(u.bytes);
+  live_numel_ += u.numel;
+  u.state = UnitState::kGathering;
+}
+
+void Stage3::finish_gather(int unit) {
+  Unit& u = units_[unit];
+  if (u.state == UnitState::kReleased) start_gather(unit);
+  if (u.state == UnitState::kAvailable) return;
+  for (auto& w : u.works) w->wait();
+  u.works.clear();
+  u.state = UnitState::kAvailable;
+}
+
+void Stage3::release(int unit) {
+  Unit& u = units_[unit];
+  if (u.state == UnitState::kReleased) return;
+  if (u.state == UnitState::kGathering) finish_gather(unit);
+  for (int gi : u.groups) free_storage(groups_[gi].flat);
+  note_gathered_bytes(-u.bytes);
+  live_numel_ -= u.numel;
+  u.state = UnitState::kReleased;
+}
+
+void Stage3::prefetch(const std::vector<int>& candidates, int current) {
+  int64_t budget = options_.prefetch_numel;
+  for (int v : candidates) {
+    if (v == current || units_[v].state != UnitState::kReleased) continue;
+    if (units_[v].numel > budget || live_numel_ + units_[v].numel > options_.max_live_numel) break;
+    start_gather(v);
+    budget -= units_[v].numel;
+  }
+}
+
+void Stage3::pre_forward(int unit) {
+  ZERO_ASSERT(unit > 0 && unit < static_cast<int>(units_.size()), "unit ", unit);
+  if (!trace_valid_) {
+    recording_.push_back(unit);
+  } else if (trace_pos_ < trace_.size() && trace_[trace_pos_] == unit) {
+    ++trace_pos_;
+  } else if (!trace_.empty() && trace_[0] == unit) {
+    trace_pos_ = 1;
+  } else {
+    spdlog::debug("[rank {}] stage 3: unit order changed; recording it again", rank_);
+    trace_valid_ = false;
+    recording_ = {unit};
+  }
+  finish_gather(unit);
+  if (trace_valid_) {
+    std::vector<int> next(trace_.begin() + trace_pos_, trace_.end());
+    prefetch(next, unit);
+  }
+}
+
+void Stage3::post_forward(int unit) {
+  release(unit);
+}
+
+void Stage3::pre_backward(int unit) {
+  finish_gather(unit);
+  if (!trace_valid_) return;
+  auto it = std::find(trace_.rbegin(), trace_.rend(), unit);
+  if (it == trace_.rend()) return;
+  prefetch(std::vector<int>(it + 1, trace_.rend()), unit);
+}
+
+void Stage3::start_backward(bool boundary) {
+  FlatStage::start_backward(boundary);
+  boundary_ = boundary;
+  for (auto& u : units_) u.arrived_grads = 0;
+  if (!trace_valid_ && !recording_.empty()) {
+    trace_ = recording_;
+    trace_valid_ = true;
+    recording_.clear();
+  }
+  trace_pos_ = 0;
+}
+
+void Stage3::after_grad(int param) {
+  const ParamSpec& p = layout_.params()[param];
+  if (p.persistent) return;
+  Unit& u = units_[p.unit];
+  if (++u.arrived_grads == u.expected_grads) release(p.unit);
+}
+
+void Stage3::finish_backward() {
+  FlatStage::finish_backward();
+  for (size_t u = 0; u < units_.size(); ++u) release(static_cast<int>(u));
+  if (!boundary_) finish_gather(0);  // the next forward starts outside any wrapped block
+}
+
+void Stage3::gather_all() {
+  for (size_t u = 0; u < units_.size(); ++u) start_gather(static_cast<int>(u));
+  for (size_t u = 0; u < units_.size(); ++u) finish_gather(static_cast<int>(u));
+}
+
+void Stage3::release_all() {
+  for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+}
+
+void Stage3::publish_parameters() {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (!groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].sharded_params && !groups_[g].master_is_alias)
+      groups_[g].param_shard.copy_(groups_[g].master);
+  release(0);
+  finish_gather(0);
+}
+
+}  // namespace zero::detail
