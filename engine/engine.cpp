@@ -35,6 +35,7 @@ struct Engine::Impl {
   int64_t global_steps = 0;
   bool backward_since_step = false;
   double last_grad_norm = 0;
+  bool cycle_momentum = false;  // the schedule sets beta1 (and beta2) before each step
 
   ~Impl() {
     for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);
@@ -118,6 +119,7 @@ StageOptions stage_options(const ZeroOptimizationConfig& z) {
   s.prefetch_numel = z.stage3_prefetch_bucket_size;
   s.persistence_threshold_numel = z.stage3_param_persistence_threshold;
   s.max_live_numel = z.stage3_max_live_parameters;
+  s.max_reuse_distance_numel = z.stage3_max_reuse_distance;
   return s;
 }
 
@@ -265,10 +267,18 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   impl->optimizer = ShardOptimizer::create(optimizer_options(config.optimizer));
   impl->optimizer->init_state(impl->stage->optimizer_shards());
   impl->schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
-  if (impl->schedule->momentum_at(0) && rank == 0)
-    spdlog::warn(
-        "[rank 0] scheduler: cycle_momentum is not applied by this engine yet; beta1 stays {}",
-        config.optimizer.betas[0]);
+  // OneCycle's cycle_momentum writes (momentum, 0.99) into the optimizer's betas before every
+  // step; DeepSpeed disables it, with a warning, for optimizers without betas (SGD).
+  const LrSchedule& schedule = *impl->schedule;
+  if (schedule.momentum_at(0) || schedule.momentum_at(1)) {
+    impl->cycle_momentum =
+        impl->optimizer->set_betas(config.optimizer.betas[0], config.optimizer.betas[1]);
+    if (!impl->cycle_momentum && rank == 0)
+      spdlog::warn(
+          "[rank 0] scheduler: cycle_momentum is disabled because optimizer {} has no betas (as "
+          "in DeepSpeed); its momentum stays {}",
+          config.optimizer.type, config.optimizer.momentum);
+  }
 
   const int64_t padded_numel = impl->stage->layout().total_padded_numel();
   const std::string optimizer_type = config.optimizer.type;
@@ -339,6 +349,9 @@ void Engine::Impl::optimizer_step() {
     if (coef < 1)
       for (auto& sh : shards) sh.grad.mul_(coef);
   }
+  if (cycle_momentum)
+    if (const auto beta1 = schedule->momentum_at(global_steps))
+      optimizer->set_betas(*beta1, LrSchedule::kCycleBeta2);
   optimizer->step(shards, schedule->lr_at(global_steps), global_steps + 1);
   stage->publish_parameters();
   stage->zero_grad();
@@ -399,6 +412,7 @@ MemoryReport Engine::memory_report() const {
   r.comm_buffers_bytes = m.comm_buffers_bytes;
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;
+  r.unit_gathers = m.unit_gathers;
   return r;
 }
 

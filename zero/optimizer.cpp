@@ -71,6 +71,12 @@ class AdamOptimizer : public ShardOptimizer {
     return n;
   }
 
+  bool set_betas(double beta1, double beta2) override {
+    options_.beta1 = beta1;
+    options_.beta2 = beta2;
+    return true;
+  }
+
  private:
   // torch.optim.Adam / AdamW with ATen ops: the device-independent path.
   void step_aten(at::Tensor p, at::Tensor g, at::Tensor& m, at::Tensor& v, double lr, int64_t step,

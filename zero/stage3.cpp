@@ -1,5 +1,5 @@
-// Stage 3: the unit table and its transitions (gather, prefetch, release), gradient-arrival
-// counting per unit, and re-gathering the rest-of-model unit outside backward.
+// Stage 3: the unit table and its transitions (gather, prefetch, keep for reuse, release),
+// gradient-arrival counting per unit, and re-gathering the rest-of-model unit outside backward.
 #include "stage3.h"
 
 #include <zero/error.h>
@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstddef>
 
 namespace zero::detail {
 
@@ -73,6 +74,7 @@ std::vector<OptimizerShard> Stage3::optimizer_shards() {
 void Stage3::start_gather(int unit) {
   Unit& u = units_[unit];
   if (u.state != UnitState::kReleased) return;
+  if (live_numel_ + u.numel > options_.max_live_numel) evict_kept(u.numel);
   if (live_numel_ + u.numel > options_.max_live_numel && !warned_live_) {
     spdlog::warn(
         "[rank {}] stage 3: unit '{}' ({} elements) must be gathered although {} are "
@@ -90,6 +92,7 @@ void Stage3::start_gather(int unit) {
   }
   note_gathered_bytes(u.bytes);
   live_numel_ += u.numel;
+  ++gathers_;
   u.state = UnitState::kGathering;
 }
 
@@ -109,7 +112,27 @@ void Stage3::release(int unit) {
   for (int gi : u.groups) free_storage(groups_[gi].flat);
   note_gathered_bytes(-u.bytes);
   live_numel_ -= u.numel;
+  u.kept = false;
   u.state = UnitState::kReleased;
+}
+
+bool Stage3::reused_soon(int unit, size_t pos) const {
+  // A forward without autograd (evaluation) has no backward part to reuse units in.
+  const size_t end = at::GradMode::is_enabled() ? step_trace_.size() : trace_.size();
+  int64_t between_numel = 0;
+  for (size_t i = pos + 1; i < end; ++i) {
+    if (between_numel >= options_.max_reuse_distance_numel) return false;
+    if (step_trace_[i] == unit) return true;
+    between_numel += units_[step_trace_[i]].numel;
+  }
+  return false;
+}
+
+void Stage3::evict_kept(int64_t numel) {
+  for (size_t v = 0; v < units_.size(); ++v) {
+    if (live_numel_ + numel <= options_.max_live_numel) return;
+    if (units_[v].kept) release(static_cast<int>(v));
+  }
 }
 
 void Stage3::prefetch(const std::vector<int>& candidates, int current) {
@@ -135,6 +158,7 @@ void Stage3::pre_forward(int unit) {
     trace_valid_ = false;
     recording_ = {unit};
   }
+  units_[unit].kept = false;
   finish_gather(unit);
   if (trace_valid_) {
     std::vector<int> next(trace_.begin() + trace_pos_, trace_.end());
@@ -143,15 +167,26 @@ void Stage3::pre_forward(int unit) {
 }
 
 void Stage3::post_forward(int unit) {
-  release(unit);
+  // Without a trace (the first pass, or the order changed) nothing is known about reuse.
+  const bool traced = trace_valid_ && trace_pos_ > 0 && trace_[trace_pos_ - 1] == unit;
+  if (traced && reused_soon(unit, trace_pos_ - 1))
+    units_[unit].kept = true;
+  else
+    release(unit);
 }
 
 void Stage3::pre_backward(int unit) {
+  units_[unit].kept = false;
   finish_gather(unit);
   if (!trace_valid_) return;
-  auto it = std::find(trace_.rbegin(), trace_.rend(), unit);
-  if (it == trace_.rend()) return;
-  prefetch(std::vector<int>(it + 1, trace_.rend()), unit);
+  // This use's place in the backward half of the step trace (a block run twice has two).
+  const auto backward_begin = step_trace_.begin() + static_cast<std::ptrdiff_t>(trace_.size());
+  auto it = std::find(step_trace_.begin() + static_cast<std::ptrdiff_t>(backward_pos_),
+                      step_trace_.end(), unit);
+  if (it == step_trace_.end()) it = std::find(backward_begin, step_trace_.end(), unit);
+  if (it == step_trace_.end()) return;
+  backward_pos_ = static_cast<size_t>(it - step_trace_.begin()) + 1;
+  prefetch(std::vector<int>(it + 1, step_trace_.end()), unit);
 }
 
 void Stage3::start_backward(bool boundary) {
@@ -162,8 +197,11 @@ void Stage3::start_backward(bool boundary) {
     trace_ = recording_;
     trace_valid_ = true;
     recording_.clear();
+    step_trace_ = trace_;
+    step_trace_.insert(step_trace_.end(), trace_.rbegin(), trace_.rend());
   }
   trace_pos_ = 0;
+  backward_pos_ = trace_.size();
 }
 
 void Stage3::after_grad(int param) {
@@ -186,6 +224,12 @@ void Stage3::gather_all() {
 
 void Stage3::release_all() {
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+}
+
+StageMemory Stage3::memory() const {
+  StageMemory m = FlatStage::memory();
+  m.unit_gathers = gathers_;
+  return m;
 }
 
 void Stage3::publish_parameters() {

@@ -1,6 +1,7 @@
 // Stage 3: parameters partitioned too. Each unit (a wrapped block, or the rest of the model)
 // has one state (released / gathering / available) in this table; gathers follow the unit
-// protocol of the Sharded wrapper and prefetch along the order recorded in the first pass.
+// protocol of the Sharded wrapper and prefetch along the order recorded in the first pass,
+// and a unit reused within stage3_max_reuse_distance elements stays gathered after its use.
 #pragma once
 
 #include "flat_stage.h"
@@ -32,6 +33,7 @@ class Stage3 : public FlatStage {
   void pre_backward(int unit) override;
   void gather_all() override;
   void release_all() override;
+  StageMemory memory() const override;
 
  private:
   struct Unit {
@@ -43,6 +45,7 @@ class Stage3 : public FlatStage {
     std::vector<WorkHandle> works;  // in flight while kGathering
     int expected_grads = 0;
     int arrived_grads = 0;
+    bool kept = false;  // kAvailable only because it is reused soon; evicted under pressure
   };
 
   void after_grad(int param) override;
@@ -50,14 +53,23 @@ class Stage3 : public FlatStage {
   void finish_gather(int unit);  // -> kAvailable; idempotent; blocks until the data is there
   void release(int unit);        // -> kReleased; frees the gathered storage
   void prefetch(const std::vector<int>& candidates, int current);
+  // Whether `unit`, used at position `pos` of step_trace_, is used again before more than
+  // max_reuse_distance elements of other units are (DeepSpeed's count); the backward part
+  // counts only while autograd records.
+  bool reused_soon(int unit, size_t pos) const;
+  // Releases kept units until `numel` more elements fit under max_live_numel (or none is left).
+  void evict_kept(int64_t numel);
 
   std::vector<Unit> units_;
-  std::vector<int> trace_;      // unit order of the recorded forward pass
-  std::vector<int> recording_;  // the pass being recorded
+  std::vector<int> trace_;       // unit order of the recorded forward pass
+  std::vector<int> step_trace_;  // trace_ and then its reverse (the backward pass)
+  std::vector<int> recording_;   // the pass being recorded
   bool trace_valid_ = false;
-  size_t trace_pos_ = 0;
+  size_t trace_pos_ = 0;     // forward: the next position in trace_
+  size_t backward_pos_ = 0;  // backward: the next position in step_trace_
   bool boundary_ = true;
-  int64_t live_numel_ = 0;
+  int64_t live_numel_ = 0;  // gathered or gathering, kept units included
+  int64_t gathers_ = 0;     // start_gather transitions so far
   bool warned_live_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <string>
 
 using namespace zero;
@@ -42,22 +43,33 @@ struct Case {
   bool overlap = true;
   int64_t micro = 2;
   int steps = 4;
+  double beta2 = 0.99;
+  std::string scheduler;            // the scheduler JSON; empty: the WarmupLR below
+  bool reuse_block = false;         // the model runs block 0 twice per forward
+  int64_t max_reuse_distance = -1;  // stage3_max_reuse_distance; < 0: the default
 };
+
+const char* kWarmupLr =
+    R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.001, "warmup_max_lr": 0.01, "warmup_num_steps": 3, "warmup_type": "linear"}})";
 
 std::string config_json(const Case& c, int world, const std::string& extra_zero = "") {
   const std::string opt =
       c.optimizer == "SGD"
           ? R"({"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01}})"
-          : R"({"type": ")" + c.optimizer +
-                R"(", "params": {"lr": 0.01, "betas": [0.8, 0.99], "eps": 1e-3, "weight_decay": 0.05}})";
+          : zero::detail::str(R"({"type": ")", c.optimizer,
+                              R"(", "params": {"lr": 0.01, "betas": [0.8, )", c.beta2,
+                              R"(], "eps": 1e-3, "weight_decay": 0.05}})");
+  const std::string reuse =
+      c.max_reuse_distance < 0
+          ? ""
+          : zero::detail::str(R"(, "stage3_max_reuse_distance": )", c.max_reuse_distance);
   return zero::detail::str(
       R"({"train_micro_batch_size_per_gpu": )", c.micro, R"(, "gradient_accumulation_steps": )",
-      c.gas, R"(, "gradient_clipping": )", c.clip, R"(, "optimizer": )", opt,
-      R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.001, "warmup_max_lr": 0.01, "warmup_num_steps": 3, "warmup_type": "linear"}})",
-      R"(, "zero_optimization": {"stage": )", c.stage, R"(, "reduce_bucket_size": )", c.bucket,
-      R"(, "allgather_bucket_size": )", c.bucket, R"(, "overlap_comm": )",
-      c.overlap ? "true" : "false",
-      c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 30)" : "", extra_zero, "}}");
+      c.gas, R"(, "gradient_clipping": )", c.clip, R"(, "optimizer": )", opt, R"(, "scheduler": )",
+      c.scheduler.empty() ? kWarmupLr : c.scheduler, R"(, "zero_optimization": {"stage": )",
+      c.stage, R"(, "reduce_bucket_size": )", c.bucket, R"(, "allgather_bucket_size": )", c.bucket,
+      R"(, "overlap_comm": )", c.overlap ? "true" : "false",
+      c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 30)" : "", reuse, extra_zero, "}}");
 }
 
 ParsedConfig parse(const std::string& json, int world) {
@@ -70,9 +82,11 @@ double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
 }
 
-// One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip.
+// One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip, and
+// OneCycle's momentum as DeepSpeed applies it: betas = (momentum, 0.99) for Adam/AdamW before
+// every step, nothing for SGD (DeepSpeed disables cycling for optimizers without betas).
 std::map<std::string, torch::Tensor> reference(const Case& c, int world, const Config& config) {
-  Net net(42, 2, /*wrap=*/true);  // unattached wrappers are pass-through: same names
+  Net net(42, 2, /*wrap=*/true, c.reuse_block);  // unattached wrappers are pass-through
   std::vector<torch::Tensor> params = net->parameters();
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (c.optimizer == "SGD")
@@ -80,11 +94,18 @@ std::map<std::string, torch::Tensor> reference(const Case& c, int world, const C
         params, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
   else if (c.optimizer == "AdamW" || c.optimizer == "Adam")  // DeepSpeed's Adam is AdamW by default
     opt = std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(0.01).betas({0.8, 0.99}).eps(1e-3).weight_decay(0.05));
+        params,
+        torch::optim::AdamWOptions(0.01).betas({0.8, c.beta2}).eps(1e-3).weight_decay(0.05));
   auto schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
   const int64_t global = c.micro * c.gas * world;
   for (int step = 0; step < c.steps; ++step) {
-    for (auto& g : opt->param_groups()) g.options().set_lr(schedule->lr_at(step));
+    for (auto& g : opt->param_groups()) {
+      g.options().set_lr(schedule->lr_at(step));
+      const auto momentum = schedule->momentum_at(step);
+      if (momentum && c.optimizer != "SGD")
+        static_cast<torch::optim::AdamWOptions&>(g.options())
+            .betas(std::make_tuple(*momentum, 0.99));
+    }
     opt->zero_grad();
     auto [x, y] = samples(7, step * global, global);
     torch::mse_loss(net->forward(x), y).backward();
@@ -146,14 +167,45 @@ void run_golden(const std::shared_ptr<Communicator>& comm) {
   big2.bucket = 100000;
   big2.overlap = false;
   cases.push_back(big2);
+  // OneCycle with cycle_momentum: AdamW's betas follow the cycle (beta2 becomes 0.99, as in
+  // DeepSpeed); SGD's momentum stays (DeepSpeed disables cycling without betas).
+  Case cycle;
+  cycle.stage = 2;
+  cycle.gas = 2;
+  cycle.micro = 1;
+  cycle.steps = 5;
+  cycle.beta2 = 0.999;
+  cycle.scheduler =
+      R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.002, "cycle_max_lr": 0.01, "cycle_first_step_size": 2, "cycle_min_mom": 0.6, "cycle_max_mom": 0.95}})";
+  cases.push_back(cycle);
+  Case cycle_sgd = cycle;
+  cycle_sgd.stage = 1;
+  cycle_sgd.optimizer = "SGD";
+  cases.push_back(cycle_sgd);
+  // Stage 3 with block 0 run twice per forward: kept between its uses (a large
+  // stage3_max_reuse_distance) or released and gathered again (0).
+  Case reuse_far;
+  reuse_far.stage = 3;
+  reuse_far.reuse_block = true;
+  reuse_far.max_reuse_distance = 1000000000;
+  reuse_far.gas = 2;
+  reuse_far.micro = 1;
+  cases.push_back(reuse_far);
+  Case reuse_none = reuse_far;
+  reuse_none.max_reuse_distance = 0;
+  cases.push_back(reuse_none);
+  std::map<int64_t, int64_t> gathers_by_distance;
   for (const Case& c : cases) {
-    const std::string name =
-        zero::detail::str("stage ", c.stage, " gas ", c.gas, " clip ", c.clip, " ", c.optimizer,
-                          " bucket ", c.bucket, c.overlap ? "" : " no-overlap");
+    const std::string name = zero::detail::str(
+        "stage ", c.stage, " gas ", c.gas, " clip ", c.clip, " ", c.optimizer, " bucket ", c.bucket,
+        c.overlap ? "" : " no-overlap", c.scheduler.empty() ? "" : " OneCycle",
+        c.reuse_block ? zero::detail::str(" reuse dist ", c.max_reuse_distance) : "");
     ParsedConfig parsed = parse(config_json(c, world), world);
-    Net net(42, 2, /*wrap=*/true);
+    Net net(42, 2, /*wrap=*/true, c.reuse_block);
     Engine engine = initialize(net.ptr(), parsed, comm);
     train(engine, net, c, world, rank);
+    if (c.reuse_block)
+      gathers_by_distance[c.max_reuse_distance] = engine.memory_report().unit_gathers;
     if (c.clip > 0)
       EXPECT(engine.last_grad_norm() > c.clip, name, ": clipping never engaged (norm ",
              engine.last_grad_norm(), ")");
@@ -172,8 +224,14 @@ void run_golden(const std::shared_ptr<Communicator>& comm) {
     EXPECT(rel_diff(initial->input->weight, expected["input.weight"]) > 1e-4, name,
            ": reference did not train");
     if (rank == 0)
-      std::printf("golden world %d %-45s max rel diff %.3g\n", world, name.c_str(), worst);
+      std::printf("golden world %d %-58s max rel diff %.3g\n", world, name.c_str(), worst);
   }
+  const int64_t far = gathers_by_distance[1000000000], none = gathers_by_distance[0];
+  EXPECT(none > far && far > 0, "reuse distance 0 must gather the reused block more often: ", none,
+         " vs ", far, " unit gathers");
+  if (rank == 0)
+    std::printf("golden world %d stage 3 unit gathers: reuse distance 0: %lld, 1e9: %lld\n", world,
+                (long long)none, (long long)far);
 }
 
 int64_t formula_bytes(int stage, int64_t psi, int world) {

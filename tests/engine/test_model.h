@@ -20,12 +20,15 @@ TORCH_MODULE(Block);
 
 constexpr int kIn = 127, kWidth = 24, kHidden = 40;
 
-// input Linear(127, 24) -> tanh -> blocks (each optionally wrapped in zero::Sharded) -> head
-// Linear(24, 1) (1-element bias). All parameters derive from `seed`.
+// input Linear(127, 24) -> tanh -> blocks (each optionally wrapped in zero::Sharded; with
+// `reuse_first`, blocks[0] runs once more after the last) -> head Linear(24, 1) (1-element
+// bias). All parameters derive from `seed`.
 struct NetImpl : torch::nn::Module {
   torch::nn::Linear input{nullptr}, head{nullptr};
   torch::nn::ModuleList blocks;
-  NetImpl(int64_t seed, int num_blocks = 2, bool wrap = true) {
+  bool reuse_first = false;
+  NetImpl(int64_t seed, int num_blocks = 2, bool wrap = true, bool reuse_first_block = false)
+      : reuse_first(reuse_first_block) {
     torch::manual_seed(seed);
     input = register_module("input", torch::nn::Linear(kIn, kWidth));
     blocks = register_module("blocks", torch::nn::ModuleList());
@@ -40,12 +43,12 @@ struct NetImpl : torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor h = torch::tanh(input(x));
-    for (auto& b : *blocks) {
-      if (auto s = b->as<zero::ShardedImpl>())
-        h = s->forward(h);
-      else
-        h = b->as<BlockImpl>()->forward(h);
-    }
+    auto run = [](const std::shared_ptr<torch::nn::Module>& b, const torch::Tensor& in) {
+      if (auto s = b->as<zero::ShardedImpl>()) return s->forward(in);
+      return b->as<BlockImpl>()->forward(in);
+    };
+    for (auto& b : *blocks) h = run(b, h);
+    if (reuse_first && !blocks->is_empty()) h = run(blocks[0], h);
     return head(h).squeeze(-1);
   }
 };

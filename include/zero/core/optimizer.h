@@ -33,6 +33,9 @@ class ShardOptimizer {
   // One step at learning rate lr; `step` is 1-based (the count after this update).
   virtual void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) = 0;
   virtual int64_t state_bytes() const = 0;
+  // Adam/AdamW: the betas of the following steps (a schedule's momentum cycling). False, and
+  // nothing changes, for an optimizer without betas (SGD).
+  virtual bool set_betas(double beta1, double beta2) { return false; }
 };
 
 }  // namespace zero

@@ -22,8 +22,9 @@ struct StageOptions {
   int64_t allgather_bucket_numel = 500000000;
   bool overlap_comm = true;           // false: buckets are reduced after backward, not during it
   int64_t prefetch_numel = 50000000;  // stage3_prefetch_bucket_size
-  int64_t persistence_threshold_numel = 100000;  // stage3_param_persistence_threshold
-  int64_t max_live_numel = 1000000000;           // stage3_max_live_parameters
+  int64_t persistence_threshold_numel = 100000;   // stage3_param_persistence_threshold
+  int64_t max_live_numel = 1000000000;            // stage3_max_live_parameters
+  int64_t max_reuse_distance_numel = 1000000000;  // stage3_max_reuse_distance
   int64_t align_bytes = 16;
 };
 
@@ -42,6 +43,7 @@ struct StageMemory {
   int64_t comm_buffers_bytes = 0;     // bucket staging and all-gather staging buffers
   int64_t gathered_params_bytes = 0;  // stage 3: gathered units right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most ever gathered at once
+  int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
 };
 
 // A unit of stage 3 sharding (a wrapped block, or the rest of the model).

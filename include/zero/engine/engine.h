@@ -37,6 +37,7 @@ struct MemoryReport {
   int64_t comm_buffers_bytes = 0;          // bucket / all-gather staging
   int64_t gathered_params_bytes = 0;       // stage 3: gathered right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most gathered at once so far
+  int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
   int64_t model_states_bytes() const {
     return parameters_bytes + gradients_bytes + master_params_bytes + optimizer_states_bytes;
   }
