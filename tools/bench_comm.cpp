@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "command.h"
 
 namespace zero::tools {
@@ -34,28 +35,6 @@ struct Options {
   bool json = false;
 };
 
-int64_t parse_bytes(const std::string& s) {
-  ZERO_CHECK(!s.empty(), UsageError, "empty size");
-  size_t pos = 0;
-  double v = std::stod(s, &pos);
-  std::string unit = s.substr(pos);
-  double mult = unit.empty() || unit == "B" ? 1
-                : unit[0] == 'K'            ? 1024.0
-                : unit[0] == 'M'            ? 1048576.0
-                : unit[0] == 'G'            ? 1073741824.0
-                                            : -1;
-  ZERO_CHECK(mult > 0 && v >= 0, UsageError, "bad size '", s, "' (e.g. 4096, 64K, 16M, 1G)");
-  return static_cast<int64_t>(v * mult);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 Options parse(const std::vector<std::string>& args) {
   Options o;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -69,7 +48,7 @@ Options parse(const std::vector<std::string>& args) {
       ZERO_CHECK(b == "gloo" || b == "nccl", UsageError, "--backend: gloo or nccl, not '", b, "'");
       o.backend = b == "gloo" ? Backend::kGloo : Backend::kNccl;
     } else if (a == "--ops") {
-      o.ops = split(value());
+      o.ops = split_list(value());
       for (const auto& op : o.ops)
         ZERO_CHECK(
             op == "all_reduce" || op == "reduce_scatter" || op == "all_gather" || op == "broadcast",
@@ -81,7 +60,7 @@ Options parse(const std::vector<std::string>& args) {
     } else if (a == "--factor") {
       o.factor = std::stoll(value());
     } else if (a == "--sizes") {
-      for (const auto& s : split(value())) o.sizes.push_back(parse_bytes(s));
+      for (const auto& s : split_list(value())) o.sizes.push_back(parse_bytes(s));
     } else if (a == "--iters") {
       o.iters = std::stoi(value());
     } else if (a == "--warmup") {

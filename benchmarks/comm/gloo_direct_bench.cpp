@@ -20,7 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
+
 namespace {
+
+using zero::tools::parse_bytes;
+using zero::tools::split_list;
 
 class Store : public gloo::rendezvous::Store {
  public:
@@ -59,24 +64,6 @@ void max_double(void* out, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
 }
 
-int64_t parse_bytes(const std::string& s) {
-  size_t pos = 0;
-  double v = std::stod(s, &pos);
-  char u = pos < s.size() ? s[pos] : 'B';
-  return static_cast<int64_t>(v * (u == 'K'   ? 1024.0
-                                   : u == 'M' ? 1048576.0
-                                   : u == 'G' ? 1073741824.0
-                                              : 1.0));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,10 +74,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ops" && i + 1 < argc)
-      ops = split(argv[++i]);
+      ops = split_list(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc) {
       sizes.clear();
-      for (auto& s : split(argv[++i])) sizes.push_back(parse_bytes(s));
+      for (auto& s : split_list(argv[++i])) sizes.push_back(parse_bytes(s));
     } else if (a == "--iters" && i + 1 < argc)
       iters = std::stoi(argv[++i]);
     else if (a == "--warmup" && i + 1 < argc)
