@@ -29,18 +29,41 @@ static std::string join_diagnostics(const std::vector<ConfigDiagnostic>& diagnos
 ConfigFileError::ConfigFileError(std::vector<ConfigDiagnostic> diagnostics)
     : ConfigError(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
-std::string Config::precision() const { return fp16.enabled ? "fp16" : bf16.enabled ? "bf16" : "fp32"; }
+std::string Config::precision() const {
+  return fp16.enabled ? "fp16" : bf16.enabled ? "bf16" : "fp32";
+}
 
 namespace detail {
 
 namespace {
 
-const char* const kTopLevelKeys[] = {
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "fp16", "bf16", "bfloat16",
-    "optimizer", "scheduler", "gradient_clipping", "communication_data_type", "prescale_gradients",
-    "gradient_predivide_factor", "zero_optimization", "steps_per_print", "wall_clock_breakdown", "checkpoint",
-    "csv_monitor", "tensorboard", "wandb", "comms_logger", "aio", "zero_allow_untested_optimizer",
-    "flops_profiler", "activation_checkpointing", "data_types", "amp", "pipeline"};
+const char* const kTopLevelKeys[] = {"train_batch_size",
+                                     "train_micro_batch_size_per_gpu",
+                                     "gradient_accumulation_steps",
+                                     "fp16",
+                                     "bf16",
+                                     "bfloat16",
+                                     "optimizer",
+                                     "scheduler",
+                                     "gradient_clipping",
+                                     "communication_data_type",
+                                     "prescale_gradients",
+                                     "gradient_predivide_factor",
+                                     "zero_optimization",
+                                     "steps_per_print",
+                                     "wall_clock_breakdown",
+                                     "checkpoint",
+                                     "csv_monitor",
+                                     "tensorboard",
+                                     "wandb",
+                                     "comms_logger",
+                                     "aio",
+                                     "zero_allow_untested_optimizer",
+                                     "flops_profiler",
+                                     "activation_checkpointing",
+                                     "data_types",
+                                     "amp",
+                                     "pipeline"};
 
 enum class Kind { kIgnored, kUnsupported };
 struct Feature {
@@ -56,13 +79,16 @@ const Feature kFeatures[] = {
     {"comet", Kind::kIgnored, "Comet monitoring is not implemented"},
     {"autotuning", Kind::kIgnored, "the autotuner is not implemented"},
     {"compile", Kind::kIgnored, "torch.compile / DeepCompile do not exist in LibTorch"},
-    {"activation_checkpointing", Kind::kIgnored, "DeepSpeed's activation checkpointing API is model-side code"},
+    {"activation_checkpointing", Kind::kIgnored,
+     "DeepSpeed's activation checkpointing API is model-side code"},
     {"eigenvalue", Kind::kIgnored, "the eigenvalue computation is not implemented"},
-    {"sparse_attention", Kind::kIgnored, "sparse attention is a model-side module the engine does not apply"},
+    {"sparse_attention", Kind::kIgnored,
+     "sparse attention is a model-side module the engine does not apply"},
     {"nebula", Kind::kIgnored, "the Nebula checkpoint engine is not implemented"},
     {"timers", Kind::kIgnored, "DeepSpeed's throughput timers are not implemented"},
     {"hybrid_engine", Kind::kIgnored, "the RLHF hybrid inference engine is not implemented"},
-    {"seq_parallel_communication_data_type", Kind::kIgnored, "sequence parallelism is not implemented"},
+    {"seq_parallel_communication_data_type", Kind::kIgnored,
+     "sequence parallelism is not implemented"},
     {"amp", Kind::kUnsupported, "Apex AMP mixed precision (use fp16 or bf16)"},
     {"pipeline", Kind::kUnsupported, "pipeline parallelism"},
     {"progressive_layer_drop", Kind::kUnsupported, "progressive layer drop"},
@@ -98,16 +124,19 @@ bool feature_on(const std::string& key, const nlohmann::json& v) {
   return enabled_state(v, 0) != 0;
 }
 
-void apply_overrides(nlohmann::json& root, const std::map<std::string, std::string>& overrides, Ctx& ctx) {
+void apply_overrides(nlohmann::json& root, const std::map<std::string, std::string>& overrides,
+                     Ctx& ctx) {
   for (const auto& [key, text] : overrides) {
     std::vector<std::string> parts;
     std::stringstream in(key);
     for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
-    bool bad = key.empty() || key.back() == '.' ||
-               std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+    bool bad =
+        key.empty() || key.back() == '.' ||
+        std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
     ctx.overridden.insert(key.empty() ? std::string("(override)") : key);
     if (bad) {
-      ctx.error(key.empty() ? "(override)" : key, "invalid override key: expected dotted.key=value");
+      ctx.error(key.empty() ? "(override)" : key,
+                "invalid override key: expected dotted.key=value");
       continue;
     }
     nlohmann::json value;
@@ -132,8 +161,8 @@ void apply_overrides(nlohmann::json& root, const std::map<std::string, std::stri
     }
     if (!ok) continue;
     auto it = cur->find(parts.back());
-    if (it != cur->end() && !it->is_null() && !(it->is_string() && it->get<std::string>() == "auto") &&
-        *it != value) {
+    if (it != cur->end() && !it->is_null() &&
+        !(it->is_string() && it->get<std::string>() == "auto") && *it != value) {
       ctx.warn(key, "the override " + value.dump() + " replaces the file's value " + it->dump());
     }
     (*cur)[parts.back()] = value;
@@ -143,7 +172,8 @@ void apply_overrides(nlohmann::json& root, const std::map<std::string, std::stri
 void read_top_level(Section& root, Config& c) {
   Ctx& ctx = root.ctx;
   root.read("gradient_clipping", c.gradient_clipping, 0.0, HUGE_VAL);
-  root.read_enum("communication_data_type", c.communication_data_type, {"fp32", "fp16", "bf16"}, true);
+  root.read_enum("communication_data_type", c.communication_data_type, {"fp32", "fp16", "bf16"},
+                 true);
   root.read("prescale_gradients", c.prescale_gradients);
   if (root.read("gradient_predivide_factor", c.gradient_predivide_factor, 0.0, HUGE_VAL) &&
       c.gradient_predivide_factor <= 0) {
@@ -154,7 +184,8 @@ void read_top_level(Section& root, Config& c) {
   root.read("memory_breakdown", c.memory_breakdown);
   root.read("dump_state", c.dump_state);
   root.read("sparse_gradients", c.sparse_gradients);
-  if (c.sparse_gradients) ctx.warn("sparse_gradients", "ignored: sparse gradient all-reduce is not implemented");
+  if (c.sparse_gradients)
+    ctx.warn("sparse_gradients", "ignored: sparse gradient all-reduce is not implemented");
   root.read("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
   root.read("zero_force_ds_cpu_optimizer", c.zero_force_ds_cpu_optimizer);
   root.read("dataloader_drop_last", c.dataloader_drop_last);
@@ -164,8 +195,9 @@ void read_top_level(Section& root, Config& c) {
   }
   const nlohmann::json* zero = root.get("zero_optimization");
   if (root.get("allgather_size") && !(zero && zero->is_boolean())) {
-    ctx.warn("allgather_size", "no effect: a legacy key (used only with \"zero_optimization\": true); use "
-                               "zero_optimization.allgather_bucket_size");
+    ctx.warn("allgather_size",
+             "no effect: a legacy key (used only with \"zero_optimization\": true); use "
+             "zero_optimization.allgather_bucket_size");
   }
   int64_t sp = 1;
   if (root.read("sequence_parallel_size", sp, 1, INT64_MAX) && sp > 1) {
@@ -181,8 +213,10 @@ void read_top_level(Section& root, Config& c) {
   for (const Feature& f : kFeatures) {
     const nlohmann::json* v = root.get(f.key);
     if (!v || !feature_on(f.key, *v)) continue;
-    if (f.kind == Kind::kIgnored) ctx.warn(f.key, std::string("ignored: ") + f.what);
-    else ctx.error(f.key, std::string("not supported: ") + f.what + " would change the training math");
+    if (f.kind == Kind::kIgnored)
+      ctx.warn(f.key, std::string("ignored: ") + f.what);
+    else
+      ctx.error(f.key, std::string("not supported: ") + f.what + " would change the training math");
   }
 }
 
@@ -196,12 +230,15 @@ void resolve_batch(Section& root, Config& c, int world) {
   if (root.read("gradient_accumulation_steps", v, 1, INT64_MAX)) gas = v;
   if (ctx.errors.size() != errors_before) return;
   if (!tb && !mb) {
-    std::string path = root.is_auto("train_micro_batch_size_per_gpu") ? "train_micro_batch_size_per_gpu"
-                                                                        : "train_batch_size";
+    std::string path = root.is_auto("train_micro_batch_size_per_gpu")
+                           ? "train_micro_batch_size_per_gpu"
+                           : "train_batch_size";
     bool is_auto = root.is_auto(path);
     ctx.error(path, std::string(is_auto ? "\"auto\" cannot be determined" : "missing") +
-                        ": give train_batch_size or train_micro_batch_size_per_gpu a number (supply \"auto\" values "
-                        "with --set " + path + "=N or ConfigOptions::overrides)");
+                        ": give train_batch_size or train_micro_batch_size_per_gpu a number "
+                        "(supply \"auto\" values "
+                        "with --set " +
+                        path + "=N or ConfigOptions::overrides)");
     return;
   }
   const int64_t w = world;
@@ -232,15 +269,21 @@ void resolve_batch(Section& root, Config& c, int world) {
   int64_t product = mul(mul(*mb, *gas), w);
   if (overflow || *tb <= 0 || *mb <= 0 || *gas <= 0 || *tb != product) {
     std::ostringstream m;
-    m << "batch sizes do not fit: train_batch_size (" << *tb << ") must equal train_micro_batch_size_per_gpu ("
-      << *mb << ") * gradient_accumulation_steps (" << *gas << ") * world_size (" << w << ")";
-    if (overflow) m << ", which overflows 64 bits";
-    else m << " = " << product;
-    ctx.error(root.get("train_batch_size") ? "train_batch_size" : "train_micro_batch_size_per_gpu", m.str());
+    m << "batch sizes do not fit: train_batch_size (" << *tb
+      << ") must equal train_micro_batch_size_per_gpu (" << *mb
+      << ") * gradient_accumulation_steps (" << *gas << ") * world_size (" << w << ")";
+    if (overflow)
+      m << ", which overflows 64 bits";
+    else
+      m << " = " << product;
+    ctx.error(root.get("train_batch_size") ? "train_batch_size" : "train_micro_batch_size_per_gpu",
+              m.str());
   }
 }
 
-bool by_line(const ConfigDiagnostic& a, const ConfigDiagnostic& b) { return a.line < b.line; }
+bool by_line(const ConfigDiagnostic& a, const ConfigDiagnostic& b) {
+  return a.line < b.line;
+}
 
 }  // namespace
 
@@ -255,7 +298,8 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
                             const ConfigOptions& options, const std::string& source) {
   Ctx ctx(source, lines);
   if (options.world_size < 1) {
-    ctx.error("world_size", "the world size must be >= 1, got " + std::to_string(options.world_size));
+    ctx.error("world_size",
+              "the world size must be >= 1, got " + std::to_string(options.world_size));
     throw ConfigFileError(ctx.errors);
   }
   if (!value.is_object()) {

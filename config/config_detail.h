@@ -21,8 +21,12 @@ class Ctx {
   Ctx(std::string source, const std::unordered_map<std::string, int>* lines)
       : source_(std::move(source)), lines_(lines) {}
 
-  void error(const std::string& path, const std::string& message) { errors.push_back(make(path, message)); }
-  void warn(const std::string& path, const std::string& message) { warnings.push_back(make(path, message)); }
+  void error(const std::string& path, const std::string& message) {
+    errors.push_back(make(path, message));
+  }
+  void warn(const std::string& path, const std::string& message) {
+    warnings.push_back(make(path, message));
+  }
   int line_of(const std::string& path) const;
   bool is_overridden(const std::string& path) const;
 
@@ -62,7 +66,8 @@ class Section {
   bool read(const std::string& key, double& out, double min, double max);
   bool read(const std::string& key, std::string& out);  // a string (null = leave default)
   // One of `values`; matched case-insensitively when ci, stored as spelled in `values`.
-  bool read_enum(const std::string& key, std::string& out, const std::vector<std::string>& values, bool ci);
+  bool read_enum(const std::string& key, std::string& out, const std::vector<std::string>& values,
+                 bool ci);
 
   // Reports unknown keys: error or warning (per the section's policy) with the nearest known key.
   void finish(const std::string& what);
@@ -84,7 +89,8 @@ std::string type_name(const nlohmann::json& v);
 std::string nearest(const std::string& key, const std::vector<std::string>& candidates);
 std::string lower(std::string s);
 
-// Section readers (config_sections.cpp, config_optim.cpp). Each gets the parent (top-level) section.
+// Section readers (config_sections.cpp, config_optim.cpp). Each gets the parent (top-level)
+// section.
 void read_precision(Section& root, Config& config);
 void read_optimizer(Section& root, OptimizerConfig& out);
 void read_scheduler(Section& root, SchedulerConfig& out);

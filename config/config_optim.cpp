@@ -11,11 +11,11 @@ namespace {
 const std::vector<std::string> kOptimizers = {"Adam", "AdamW", "SGD"};
 // DeepSpeed's own optimizers and torch.optim fallbacks this engine does not implement.
 const std::vector<std::string> kUnsupportedOptimizers = {
-    "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Lamb",    "Lion",   "Adagrad", "MuAdam",  "MuAdamW",
-    "MuSGD",      "Muon",        "Adadelta",   "Adamax",  "ASGD",   "LBFGS",   "NAdam",   "RAdam",
-    "RMSprop",    "Rprop",       "SparseAdam", "CPUAdam", "FusedAdam"};
-const std::vector<std::string> kSchedulers = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
-                                              "LRRangeTest"};
+    "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Lamb",     "Lion",       "Adagrad", "MuAdam",
+    "MuAdamW",    "MuSGD",       "Muon",       "Adadelta", "Adamax",     "ASGD",    "LBFGS",
+    "NAdam",      "RAdam",       "RMSprop",    "Rprop",    "SparseAdam", "CPUAdam", "FusedAdam"};
+const std::vector<std::string> kSchedulers = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                              "OneCycle", "LRRangeTest"};
 
 std::string list(const std::vector<std::string>& names) {
   std::string out;
@@ -52,18 +52,22 @@ void read_optimizer(Section& root, OptimizerConfig& o) {
   if (!have_type) return;
   std::string shown = type.size() > 40 ? type.substr(0, 40) + "..." : type;
   for (const std::string& name : kOptimizers) {
-    if (lower(type) == lower(name)) o.type = name;  // DeepSpeed matches its names case-insensitively
+    if (lower(type) == lower(name))
+      o.type = name;  // DeepSpeed matches its names case-insensitively
   }
   if (o.type.empty()) {
     for (const std::string& name : kUnsupportedOptimizers) {
       if (lower(type) == lower(name)) {
-        ctx.error("optimizer.type", "not supported: optimizer \"" + shown + "\" is not implemented by this engine "
-                                    "(supported: " + list(kOptimizers) + ")");
+        ctx.error("optimizer.type", "not supported: optimizer \"" + shown +
+                                        "\" is not implemented by this engine "
+                                        "(supported: " +
+                                        list(kOptimizers) + ")");
         return;
       }
     }
     std::string hint = nearest(type, kOptimizers);
-    ctx.error("optimizer.type", "unknown optimizer \"" + shown + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
+    ctx.error("optimizer.type", "unknown optimizer \"" + shown + "\"" +
+                                    (hint.empty() ? "" : "; did you mean \"" + hint + "\"?") +
                                     " (supported: " + list(kOptimizers) + ")");
     return;
   }
@@ -81,22 +85,27 @@ void read_optimizer(Section& root, OptimizerConfig& o) {
     p.read("nesterov", o.nesterov);
     bool maximize = false;
     p.read("maximize", maximize);
-    if (maximize) ctx.error("optimizer.params.maximize", "not supported: maximize flips the update direction");
+    if (maximize)
+      ctx.error("optimizer.params.maximize", "not supported: maximize flips the update direction");
     if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
-      ctx.error("optimizer.params.nesterov", "Nesterov momentum requires momentum > 0 and dampening 0 "
-                                             "(torch.optim.SGD rejects this)");
+      ctx.error("optimizer.params.nesterov",
+                "Nesterov momentum requires momentum > 0 and dampening 0 "
+                "(torch.optim.SGD rejects this)");
     }
   } else {
     if (const nlohmann::json* b = p.get("betas"); b && !p.is_auto("betas")) {
       if (!b->is_array() || b->size() != 2) {
-        ctx.error("optimizer.params.betas", "expected an array of two numbers, got " + type_name(*b));
+        ctx.error("optimizer.params.betas",
+                  "expected an array of two numbers, got " + type_name(*b));
       } else {
         for (size_t i = 0; i < 2; ++i) {
           std::string path = "optimizer.params.betas[" + std::to_string(i) + "]";
           double beta = 0;
           if (!to_double(ctx, path, (*b)[i], beta)) continue;
-          if (!(beta >= 0.0 && beta < 1.0)) ctx.error(path, "a beta must be in [0, 1), got " + (*b)[i].dump());
-          else o.betas[i] = beta;
+          if (!(beta >= 0.0 && beta < 1.0))
+            ctx.error(path, "a beta must be in [0, 1), got " + (*b)[i].dump());
+          else
+            o.betas[i] = beta;
         }
       }
     }
@@ -106,21 +115,26 @@ void read_optimizer(Section& root, OptimizerConfig& o) {
     p.read("amsgrad", o.amsgrad);
     bool set_grad_none = true;
     p.read("set_grad_none", set_grad_none);
-    if (o.amsgrad) ctx.error("optimizer.params.amsgrad", "not supported: AMSGrad (DeepSpeed's FusedAdam rejects it too)");
+    if (o.amsgrad)
+      ctx.error("optimizer.params.amsgrad",
+                "not supported: AMSGrad (DeepSpeed's FusedAdam rejects it too)");
     bool w_mode = true;
     bool given = p.read("adam_w_mode", w_mode);
     if (o.type == "AdamW") {
       o.adam_w_mode = true;
       if (given && !w_mode) {
-        ctx.warn("optimizer.params.adam_w_mode", "ignored: AdamW always uses decoupled weight decay (as in DeepSpeed)");
+        ctx.warn("optimizer.params.adam_w_mode",
+                 "ignored: AdamW always uses decoupled weight decay (as in DeepSpeed)");
       }
     } else {
       o.adam_w_mode = w_mode;  // DeepSpeed's "Adam" defaults to adam_w_mode = true
     }
   }
   if (p.get("max_grad_norm")) {
-    ctx.error("optimizer.params.max_grad_norm", "not a parameter of " + o.type + " (DeepSpeed fails with a "
-                                                "TypeError); use the top-level gradient_clipping");
+    ctx.error("optimizer.params.max_grad_norm",
+              "not a parameter of " + o.type +
+                  " (DeepSpeed fails with a "
+                  "TypeError); use the top-level gradient_clipping");
   }
   p.finish(o.type + " parameters (DeepSpeed passes them to the optimizer's constructor)");
 }
@@ -140,9 +154,11 @@ void read_scheduler(Section& root, SchedulerConfig& c) {
   }
   if (c.type.empty()) {
     std::string hint = nearest(type, kSchedulers);
-    ctx.error("scheduler.type", "not supported: scheduler \"" + shown + "\"" +
-                                    (hint.empty() ? "" : " (did you mean \"" + hint + "\"? names are case-sensitive)") +
-                                    "; supported: " + list(kSchedulers));
+    ctx.error(
+        "scheduler.type",
+        "not supported: scheduler \"" + shown + "\"" +
+            (hint.empty() ? "" : " (did you mean \"" + hint + "\"? names are case-sensitive)") +
+            "; supported: " + list(kSchedulers));
     return;
   }
 
@@ -151,18 +167,23 @@ void read_scheduler(Section& root, SchedulerConfig& c) {
   auto required = [&](const char* key, bool found) {
     if (found) return;
     ctx.error(std::string("scheduler.params.") + key,
-              std::string(p.is_auto(key) ? "\"auto\" needs a value: " : "missing: ") + c.type + " requires " + key +
-                  "; give it in the file or supply it (--set scheduler.params." + key + "=N, or ConfigOptions::overrides)");
+              std::string(p.is_auto(key) ? "\"auto\" needs a value: " : "missing: ") + c.type +
+                  " requires " + key +
+                  "; give it in the file or supply it (--set scheduler.params." + key +
+                  "=N, or ConfigOptions::overrides)");
   };
   const std::vector<std::string> warmup_types = {"log", "linear"};
   if (c.type == "WarmupLR" || c.type == "WarmupDecayLR") {
     p.read("warmup_min_lr", c.warmup_min_lr, 0.0, HUGE_VAL);
     double max_lr = 0.001;
-    if (p.read("warmup_max_lr", max_lr, 0.0, HUGE_VAL)) c.warmup_max_lr = max_lr;
-    else if (c.type == "WarmupDecayLR") c.warmup_max_lr = 0.001;
+    if (p.read("warmup_max_lr", max_lr, 0.0, HUGE_VAL))
+      c.warmup_max_lr = max_lr;
+    else if (c.type == "WarmupDecayLR")
+      c.warmup_max_lr = 0.001;
     p.read("warmup_num_steps", c.warmup_num_steps, 1, INT64_MAX);
     p.read_enum("warmup_type", c.warmup_type, warmup_types, false);
-    if (c.type == "WarmupDecayLR") required("total_num_steps", p.read("total_num_steps", c.total_num_steps, 1, INT64_MAX));
+    if (c.type == "WarmupDecayLR")
+      required("total_num_steps", p.read("total_num_steps", c.total_num_steps, 1, INT64_MAX));
   } else if (c.type == "WarmupCosineLR") {
     required("total_num_steps", p.read("total_num_steps", c.total_num_steps, 1, INT64_MAX));
     p.read("warmup_min_ratio", c.warmup_min_ratio, 0.0, 1.0);

@@ -10,7 +10,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+Json or_null(const std::string& s) {
+  return s.empty() ? Json(nullptr) : Json(s);
+}
 
 Json optimizer_json(const OptimizerConfig& o) {
   if (o.type.empty()) return nullptr;
@@ -56,9 +58,11 @@ Json scheduler_json(const SchedulerConfig& s) {
     p["cycle_max_lr"] = s.cycle_max_lr;
     p["decay_lr_rate"] = s.decay_lr_rate;
     p["cycle_first_step_size"] = s.cycle_first_step_size;
-    p["cycle_second_step_size"] = s.cycle_second_step_size ? Json(*s.cycle_second_step_size) : Json(nullptr);
+    p["cycle_second_step_size"] =
+        s.cycle_second_step_size ? Json(*s.cycle_second_step_size) : Json(nullptr);
     p["cycle_first_stair_count"] = s.cycle_first_stair_count;
-    p["cycle_second_stair_count"] = s.cycle_second_stair_count ? Json(*s.cycle_second_stair_count) : Json(nullptr);
+    p["cycle_second_stair_count"] =
+        s.cycle_second_stair_count ? Json(*s.cycle_second_stair_count) : Json(nullptr);
     p["decay_step_size"] = s.decay_step_size;
     p["cycle_momentum"] = s.cycle_momentum;
     p["cycle_min_mom"] = s.cycle_min_mom;

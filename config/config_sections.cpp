@@ -8,11 +8,13 @@ namespace zero::detail {
 
 namespace {
 
-const std::vector<std::string> kFp16OnlyKeys = {"loss_scale",     "initial_scale_power",   "loss_scale_window",
-                                                "hysteresis",     "consecutive_hysteresis", "min_loss_scale",
-                                                "auto_cast",      "fp16_master_weights_and_grads"};
+const std::vector<std::string> kFp16OnlyKeys = {
+    "loss_scale", "initial_scale_power",          "loss_scale_window",
+    "hysteresis", "consecutive_hysteresis",       "min_loss_scale",
+    "auto_cast",  "fp16_master_weights_and_grads"};
 const std::vector<std::string> kBf16OnlyKeys = {"immediate_grad_update", "check_grad_overflow",
-                                                "bf16_master_weights_and_grads", "bf16_optimizer_states"};
+                                                "bf16_master_weights_and_grads",
+                                                "bf16_optimizer_states"};
 
 void reject_foreign_keys(Section& s, const std::vector<std::string>& keys, const std::string& why) {
   for (const std::string& k : keys) {
@@ -32,7 +34,8 @@ void read_precision(Section& root, Config& config) {
   fp16.read("enabled", f.enabled);
   fp16.read("auto_cast", f.auto_cast);
   if (const nlohmann::json* v = fp16.get("loss_scale"); v && v->is_boolean()) {
-    root.ctx.error("fp16.loss_scale", "expected a number, got a boolean (0 = dynamic loss scaling)");
+    root.ctx.error("fp16.loss_scale",
+                   "expected a number, got a boolean (0 = dynamic loss scaling)");
   } else {
     fp16.read("loss_scale", f.loss_scale, 0.0, HUGE_VAL);
   }
@@ -44,9 +47,11 @@ void read_precision(Section& root, Config& config) {
     root.ctx.error("fp16.min_loss_scale", "must be > 0");
   }
   fp16.read("fp16_master_weights_and_grads", f.fp16_master_weights_and_grads);
-  unsupported_if_true(fp16, "fp16_master_weights_and_grads", f.fp16_master_weights_and_grads,
-                      "fp16 master weights change the optimizer math; this engine keeps fp32 master weights");
-  reject_foreign_keys(fp16, kBf16OnlyKeys, "a bf16 setting inside fp16; move it to the bf16 section");
+  unsupported_if_true(
+      fp16, "fp16_master_weights_and_grads", f.fp16_master_weights_and_grads,
+      "fp16 master weights change the optimizer math; this engine keeps fp32 master weights");
+  reject_foreign_keys(fp16, kBf16OnlyKeys,
+                      "a bf16 setting inside fp16; move it to the bf16 section");
   fp16.finish("fp16");
 
   // bf16, or its old name bfloat16 (DeepSpeed reads bfloat16 only when bf16 is absent).
@@ -54,7 +59,8 @@ void read_precision(Section& root, Config& config) {
   const nlohmann::json* legacy = root.get("bfloat16");
   std::string bf16_path = "bf16";
   if (legacy && bf16_json) {
-    root.ctx.error("bfloat16", "both 'bf16' and its old name 'bfloat16' are given; keep only 'bf16'");
+    root.ctx.error("bfloat16",
+                   "both 'bf16' and its old name 'bfloat16' are given; keep only 'bf16'");
   } else if (legacy) {
     root.ctx.warn("bfloat16", "deprecated section name 'bfloat16': read as 'bf16'");
     bf16_json = legacy;
@@ -67,17 +73,20 @@ void read_precision(Section& root, Config& config) {
   bf16.read("check_grad_overflow", b.check_grad_overflow);
   bf16.read("bf16_master_weights_and_grads", b.bf16_master_weights_and_grads);
   bf16.read("bf16_optimizer_states", b.bf16_optimizer_states);
-  unsupported_if_true(bf16, "bf16_master_weights_and_grads", b.bf16_master_weights_and_grads,
-                      "bf16 master weights change the optimizer math; this engine keeps fp32 master weights");
+  unsupported_if_true(
+      bf16, "bf16_master_weights_and_grads", b.bf16_master_weights_and_grads,
+      "bf16 master weights change the optimizer math; this engine keeps fp32 master weights");
   unsupported_if_true(bf16, "bf16_optimizer_states", b.bf16_optimizer_states,
                       "bf16 optimizer states change the optimizer math");
-  reject_foreign_keys(bf16, kFp16OnlyKeys,
-                      "an fp16-only setting inside " + bf16_path + " (bf16 needs no loss scaling); remove it");
+  reject_foreign_keys(
+      bf16, kFp16OnlyKeys,
+      "an fp16-only setting inside " + bf16_path + " (bf16 needs no loss scaling); remove it");
   bf16.finish(bf16_path);
 
   if (f.enabled && b.enabled) {
-    root.ctx.error(bf16_path + ".enabled",
-                   "fp16 and bf16 are both enabled; enable at most one (DeepSpeed rejects this too)");
+    root.ctx.error(
+        bf16_path + ".enabled",
+        "fp16 and bf16 are both enabled; enable at most one (DeepSpeed rejects this too)");
   }
 }
 
@@ -113,13 +122,15 @@ void read_offload_param(Section& zero, const nlohmann::json* json, OffloadParamC
 }
 
 // Reads an int64 setting that has a stage3_-prefixed name and DeepSpeed's unprefixed alias.
-bool read_stage3(Section& s, const char* prefixed, const char* alias, int64_t& out, std::vector<std::string>& given) {
+bool read_stage3(Section& s, const char* prefixed, const char* alias, int64_t& out,
+                 std::vector<std::string>& given) {
   std::string name = s.pick({prefixed, alias});
   if (name.empty()) return false;
   given.push_back(name);
   return s.read(name, out, 0, INT64_MAX);
 }
-bool read_stage3(Section& s, const char* prefixed, const char* alias, bool& out, std::vector<std::string>& given) {
+bool read_stage3(Section& s, const char* prefixed, const char* alias, bool& out,
+                 std::vector<std::string>& given) {
   std::string name = s.pick({prefixed, alias});
   if (name.empty()) return false;
   given.push_back(name);
@@ -135,7 +146,8 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
     // Deprecated forms: true/false (DeepSpeed: stage 1 / 0, allgather_size as bucket size), <int>.
     int64_t stage = json->is_boolean() ? (json->get<bool>() ? 1 : 0) : json->get<int64_t>();
     if (stage < 0 || stage > 3) {
-      ctx.error("zero_optimization", "stage " + std::to_string(stage) + " does not exist (0, 1, 2 or 3)");
+      ctx.error("zero_optimization",
+                "stage " + std::to_string(stage) + " does not exist (0, 1, 2 or 3)");
       return;
     }
     z.stage = static_cast<int>(stage);
@@ -176,21 +188,26 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   s.read("save_muon_momentum_buffer_in_memory", muon_buffer);
 
   std::vector<std::string> stage3_given;
-  read_stage3(s, "stage3_prefetch_bucket_size", "prefetch_bucket_size", z.stage3_prefetch_bucket_size, stage3_given);
+  read_stage3(s, "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+              z.stage3_prefetch_bucket_size, stage3_given);
   read_stage3(s, "stage3_param_persistence_threshold", "param_persistence_threshold",
               z.stage3_param_persistence_threshold, stage3_given);
   read_stage3(s, "stage3_model_persistence_threshold", "model_persistence_threshold",
               z.stage3_model_persistence_threshold, stage3_given);
-  read_stage3(s, "stage3_max_live_parameters", "max_live_parameters", z.stage3_max_live_parameters, stage3_given);
-  read_stage3(s, "stage3_max_reuse_distance", "max_reuse_distance", z.stage3_max_reuse_distance, stage3_given);
+  read_stage3(s, "stage3_max_live_parameters", "max_live_parameters", z.stage3_max_live_parameters,
+              stage3_given);
+  read_stage3(s, "stage3_max_reuse_distance", "max_reuse_distance", z.stage3_max_reuse_distance,
+              stage3_given);
   read_stage3(s, "stage3_module_granularity_threshold", "module_granularity_threshold",
               z.stage3_module_granularity_threshold, stage3_given);
   read_stage3(s, "stage3_partition_stream_chunk_size", "partition_stream_chunk_size",
               z.stage3_partition_stream_chunk_size, stage3_given);
   read_stage3(s, "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params",
               z.stage3_use_all_reduce_for_fetch_params, stage3_given);
-  read_stage3(s, "stage3_allgather_sequential", "allgather_sequential", z.stage3_allgather_sequential, stage3_given);
-  std::string gather = s.pick({"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"});
+  read_stage3(s, "stage3_allgather_sequential", "allgather_sequential",
+              z.stage3_allgather_sequential, stage3_given);
+  std::string gather =
+      s.pick({"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"});
   if (!gather.empty()) {
     stage3_given.push_back(gather);
     s.read(gather, z.stage3_gather_16bit_weights_on_model_save);
@@ -198,8 +215,8 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   if (s.get("stage3_gather_fp16_weights_on_model_save")) {
     const std::string old = "stage3_gather_fp16_weights_on_model_save";
     if (!gather.empty()) {
-      ctx.error(s.child(old), "deprecated '" + old + "' and its replacement '" + gather + "' are both given; keep '" +
-                                  gather + "'");
+      ctx.error(s.child(old), "deprecated '" + old + "' and its replacement '" + gather +
+                                  "' are both given; keep '" + gather + "'");
     } else if (s.read(old, z.stage3_gather_16bit_weights_on_model_save)) {
       stage3_given.push_back(old);
       ctx.warn(s.child(old), "deprecated: read as stage3_gather_16bit_weights_on_model_save");
@@ -214,71 +231,88 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   bool flag = false;
   if (s.get("cpu_offload") && s.read("cpu_offload", flag)) {
     if (oo) {
-      ctx.error(s.child("cpu_offload"), "deprecated 'cpu_offload' and its replacement 'offload_optimizer' are both "
-                                        "given; keep 'offload_optimizer'");
+      ctx.error(s.child("cpu_offload"),
+                "deprecated 'cpu_offload' and its replacement 'offload_optimizer' are both "
+                "given; keep 'offload_optimizer'");
     } else {
-      ctx.warn(s.child("cpu_offload"), std::string("deprecated: read as offload_optimizer.device = \"") +
-                                           (flag ? "cpu" : "none") + "\"");
+      ctx.warn(s.child("cpu_offload"),
+               std::string("deprecated: read as offload_optimizer.device = \"") +
+                   (flag ? "cpu" : "none") + "\"");
       if (flag) z.offload_optimizer.device = "cpu";
     }
   }
   if (s.get("cpu_offload_param") && s.read("cpu_offload_param", flag)) {
     if (op) {
-      ctx.error(s.child("cpu_offload_param"), "deprecated 'cpu_offload_param' and its replacement 'offload_param' "
-                                              "are both given; keep 'offload_param'");
+      ctx.error(s.child("cpu_offload_param"),
+                "deprecated 'cpu_offload_param' and its replacement 'offload_param' "
+                "are both given; keep 'offload_param'");
     } else {
-      ctx.warn(s.child("cpu_offload_param"), std::string("deprecated: read as offload_param.device = \"") +
-                                                 (flag ? "cpu" : "none") + "\"");
+      ctx.warn(s.child("cpu_offload_param"),
+               std::string("deprecated: read as offload_param.device = \"") +
+                   (flag ? "cpu" : "none") + "\"");
       if (flag) z.offload_param.device = "cpu";
     }
   }
   if (s.get("cpu_offload_use_pin_memory") && s.read("cpu_offload_use_pin_memory", flag)) {
     ctx.warn(s.child("cpu_offload_use_pin_memory"),
-             "deprecated: read as pin_memory of the offload sections enabled by cpu_offload / cpu_offload_param");
+             "deprecated: read as pin_memory of the offload sections enabled by cpu_offload / "
+             "cpu_offload_param");
     if (!oo) z.offload_optimizer.pin_memory = flag;
     if (!op) z.offload_param.pin_memory = flag;
   }
 
   // Features that would change the math, and settings without effect here.
-  if (s.get("zenflow")) ctx.error(s.child("zenflow"), "not supported: ZenFlow changes which gradients update when");
+  if (s.get("zenflow"))
+    ctx.error(s.child("zenflow"), "not supported: ZenFlow changes which gradients update when");
   if (s.get("zeropp_loco_param")) {
-    ctx.error(s.child("zeropp_loco_param"), "not supported: LoCo ZeRO++ error feedback changes the math");
+    ctx.error(s.child("zeropp_loco_param"),
+              "not supported: LoCo ZeRO++ error feedback changes the math");
   }
-  if (s.get("leaf_module")) ctx.warn(s.child("leaf_module"), "ignored: stage 3 leaf modules are not implemented");
+  if (s.get("leaf_module"))
+    ctx.warn(s.child("leaf_module"), "ignored: stage 3 leaf modules are not implemented");
   unsupported_if_true(s, "zero_quantized_weights", z.zero_quantized_weights,
                       "ZeRO++ quantized weight communication changes the math");
-  unsupported_if_true(s, "zero_quantized_nontrainable_weights", z.zero_quantized_nontrainable_weights,
+  unsupported_if_true(s, "zero_quantized_nontrainable_weights",
+                      z.zero_quantized_nontrainable_weights,
                       "ZeRO++ quantized weights change the math");
   unsupported_if_true(s, "zero_quantized_gradients", z.zero_quantized_gradients,
                       "ZeRO++ quantized gradient communication changes the math");
   if (z.zero_hpz_partition_size > 1) {
-    ctx.warn(s.child("zero_hpz_partition_size"), "ignored: hierarchical (hpZ) partitioning is not implemented; "
-                                                 "parameters are partitioned over all ranks");
+    ctx.warn(s.child("zero_hpz_partition_size"),
+             "ignored: hierarchical (hpZ) partitioning is not implemented; "
+             "parameters are partitioned over all ranks");
   }
   if (z.mics_shard_size > 0) {
-    ctx.warn(s.child("mics_shard_size"), "ignored: MiCS sharding is not implemented; ZeRO shards over all ranks");
+    ctx.warn(s.child("mics_shard_size"),
+             "ignored: MiCS sharding is not implemented; ZeRO shards over all ranks");
   }
   for (const char* key : {"offload_optimizer", "offload_param"}) {
     const std::string& device = std::string(key) == "offload_optimizer" ? z.offload_optimizer.device
-                                                                          : z.offload_param.device;
+                                                                        : z.offload_param.device;
     if (device == "nvme") {
-      ctx.error(s.child(std::string(key) + ".device"), "not supported: NVMe offload is not implemented yet; use \"cpu\"");
+      ctx.error(s.child(std::string(key) + ".device"),
+                "not supported: NVMe offload is not implemented yet; use \"cpu\"");
     }
   }
   if (z.offload_optimizer.ratio < 1.0 && z.stage != 3) {
-    ctx.error(s.child("offload_optimizer.ratio"), "partial offloading (ratio < 1) needs ZeRO stage 3 (DeepSpeed "
-                                                  "rejects it at stage " + std::to_string(z.stage) + ")");
+    ctx.error(s.child("offload_optimizer.ratio"),
+              "partial offloading (ratio < 1) needs ZeRO stage 3 (DeepSpeed "
+              "rejects it at stage " +
+                  std::to_string(z.stage) + ")");
   }
   if (z.stage == 0 && z.offload_optimizer.device != "none") {
-    ctx.warn(s.child(oo ? "offload_optimizer" : "cpu_offload"), "no effect at stage 0: optimizer offload needs ZeRO stage 1 or higher");
+    ctx.warn(s.child(oo ? "offload_optimizer" : "cpu_offload"),
+             "no effect at stage 0: optimizer offload needs ZeRO stage 1 or higher");
   }
   if (z.stage < 3) {
     if (z.offload_param.device != "none") {
       ctx.warn(s.child(op ? "offload_param" : "cpu_offload_param"),
-               "no effect at stage " + std::to_string(z.stage) + ": parameter offload needs ZeRO stage 3");
+               "no effect at stage " + std::to_string(z.stage) +
+                   ": parameter offload needs ZeRO stage 3");
     }
     for (const std::string& key : stage3_given) {
-      ctx.warn(s.child(key), "no effect at stage " + std::to_string(z.stage) + ": a stage 3 setting");
+      ctx.warn(s.child(key),
+               "no effect at stage " + std::to_string(z.stage) + ": a stage 3 setting");
     }
   }
   s.finish("zero_optimization");
@@ -302,11 +336,15 @@ void read_monitors(Section& root, Config& config) {
     s.read("debug", c.debug);
     if (const nlohmann::json* ops = s.get("prof_ops")) {
       if (!ops->is_array()) {
-        root.ctx.error("comms_logger.prof_ops", "expected an array of operation names, got " + type_name(*ops));
+        root.ctx.error("comms_logger.prof_ops",
+                       "expected an array of operation names, got " + type_name(*ops));
       } else {
         for (const auto& op : *ops) {
-          if (op.is_string()) c.prof_ops.push_back(op.get<std::string>());
-          else root.ctx.error("comms_logger.prof_ops", "expected operation names (strings), got " + type_name(op));
+          if (op.is_string())
+            c.prof_ops.push_back(op.get<std::string>());
+          else
+            root.ctx.error("comms_logger.prof_ops",
+                           "expected operation names (strings), got " + type_name(op));
         }
       }
     }
@@ -331,7 +369,8 @@ void read_monitors(Section& root, Config& config) {
     std::string threads = s.pick({"intra_op_parallelism", "thread_count"});
     if (!threads.empty()) {
       s.read(threads, a.intra_op_parallelism, 1, INT64_MAX);
-      if (threads == "thread_count") root.ctx.warn("aio.thread_count", "deprecated: read as intra_op_parallelism");
+      if (threads == "thread_count")
+        root.ctx.warn("aio.thread_count", "deprecated: read as intra_op_parallelism");
     }
     s.read("single_submit", a.single_submit);
     s.read("overlap_events", a.overlap_events);
@@ -340,7 +379,8 @@ void read_monitors(Section& root, Config& config) {
   }
   {
     Section s(root.ctx, root.get("data_types"), "data_types", Unknown::kWarn);
-    s.read_enum("grad_accum_dtype", config.data_types.grad_accum_dtype, {"fp32", "fp16", "bf16"}, true);
+    s.read_enum("grad_accum_dtype", config.data_types.grad_accum_dtype, {"fp32", "fp16", "bf16"},
+                true);
     s.finish("data_types");
   }
 }

@@ -29,8 +29,9 @@ class Reader {
     doc_.value = parse_value("", 0);
     skip_space("");
     if (!at_end()) {
-      fail("", "unexpected text after the end of the JSON document (the config must be one JSON "
-               "object: is its opening '{' missing?)");
+      fail("",
+           "unexpected text after the end of the JSON document (the config must be one JSON "
+           "object: is its opening '{' missing?)");
     }
     return std::move(doc_);
   }
@@ -43,7 +44,8 @@ class Reader {
   [[noreturn]] void fail(const std::string& path, const std::string& message) {
     fail_at(line_, column(), path, message);
   }
-  [[noreturn]] void fail_at(int line, int col, const std::string& path, const std::string& message) {
+  [[noreturn]] void fail_at(int line, int col, const std::string& path,
+                            const std::string& message) {
     ConfigDiagnostic d;
     d.file = source_;
     d.line = line;
@@ -74,7 +76,8 @@ class Reader {
         pos_ += 2;
         while (true) {
           if (at_end()) {
-            fail(path, "unterminated /* comment (opened on line " + std::to_string(start_line) + ")");
+            fail(path,
+                 "unterminated /* comment (opened on line " + std::to_string(start_line) + ")");
           }
           if (text_[pos_] == '*' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
             pos_ += 2;
@@ -103,7 +106,8 @@ class Reader {
   }
 
   nlohmann::json parse_value(const std::string& path, int depth) {
-    if (depth > kMaxJsonDepth) fail(path, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (depth > kMaxJsonDepth)
+      fail(path, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     if (at_end()) fail(path, "unexpected end of file (expected a value)");
     char c = peek();
     if (c == '{') return parse_object(path, depth);
@@ -152,8 +156,9 @@ class Reader {
       std::string child = join_path(path, key);
       auto [it, inserted] = seen.emplace(key, key_line);
       if (!inserted) {
-        fail_at(key_line, key_column, child, "duplicate key '" + key + "' (first given on line " + std::to_string(it->second) +
-                        "); DeepSpeed rejects duplicate keys: keep one");
+        fail_at(key_line, key_column, child,
+                "duplicate key '" + key + "' (first given on line " + std::to_string(it->second) +
+                    "); DeepSpeed rejects duplicate keys: keep one");
       }
       doc_.lines.emplace(child, key_line);
       skip_space(child);
@@ -171,8 +176,8 @@ class Reader {
       }
       if (peek() == '}') continue;
       if (at_end()) fail(path, "unexpected end of file inside an object (missing '}')");
-      fail(path, "expected ',' or '}' after the value of \"" + key + "\" but found " + describe(peek()) +
-                     " (missing comma?)");
+      fail(path, "expected ',' or '}' after the value of \"" + key + "\" but found " +
+                     describe(peek()) + " (missing comma?)");
     }
   }
 
@@ -197,7 +202,8 @@ class Reader {
       }
       if (peek() == ']') continue;
       if (at_end()) fail(path, "unexpected end of file inside an array (missing ']')");
-      fail(path, "expected ',' or ']' in an array but found " + describe(peek()) + " (missing comma?)");
+      fail(path,
+           "expected ',' or ']' in an array but found " + describe(peek()) + " (missing comma?)");
     }
   }
 
@@ -207,10 +213,14 @@ class Reader {
     for (int i = 0; i < 4; ++i) {
       char h = text_[pos_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<unsigned>(h - 'A' + 10);
-      else fail(path, "invalid hex digit in \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<unsigned>(h - 'A' + 10);
+      else
+        fail(path, "invalid hex digit in \\u escape");
     }
     return v;
   }
@@ -238,17 +248,28 @@ class Reader {
     unsigned char b0 = static_cast<unsigned char>(text_[pos_]);
     int extra;
     unsigned cp, min_cp;
-    if ((b0 & 0xE0) == 0xC0) { extra = 1; cp = b0 & 0x1F; min_cp = 0x80; }
-    else if ((b0 & 0xF0) == 0xE0) { extra = 2; cp = b0 & 0x0F; min_cp = 0x800; }
-    else if ((b0 & 0xF8) == 0xF0) { extra = 3; cp = b0 & 0x07; min_cp = 0x10000; }
-    else fail(path, "invalid UTF-8 in a string");
+    if ((b0 & 0xE0) == 0xC0) {
+      extra = 1;
+      cp = b0 & 0x1F;
+      min_cp = 0x80;
+    } else if ((b0 & 0xF0) == 0xE0) {
+      extra = 2;
+      cp = b0 & 0x0F;
+      min_cp = 0x800;
+    } else if ((b0 & 0xF8) == 0xF0) {
+      extra = 3;
+      cp = b0 & 0x07;
+      min_cp = 0x10000;
+    } else
+      fail(path, "invalid UTF-8 in a string");
     if (pos_ + static_cast<size_t>(extra) >= text_.size()) fail(path, "invalid UTF-8 in a string");
     for (int i = 1; i <= extra; ++i) {
       unsigned char b = static_cast<unsigned char>(text_[pos_ + i]);
       if ((b & 0xC0) != 0x80) fail(path, "invalid UTF-8 in a string");
       cp = (cp << 6) | (b & 0x3F);
     }
-    if (cp < min_cp || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(path, "invalid UTF-8 in a string");
+    if (cp < min_cp || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      fail(path, "invalid UTF-8 in a string");
     out.append(text_.substr(pos_, static_cast<size_t>(extra) + 1));
     pos_ += static_cast<size_t>(extra) + 1;
   }
@@ -281,19 +302,36 @@ class Reader {
       if (at_end()) fail(path, "unterminated string");
       char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = hex4(path);
           if (cp >= 0xDC00 && cp <= 0xDFFF) fail(path, "lone low surrogate in \\u escape");
           if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (text_.substr(pos_, 2) != "\\u") fail(path, "high surrogate without a low surrogate");
+            if (text_.substr(pos_, 2) != "\\u")
+              fail(path, "high surrogate without a low surrogate");
             pos_ += 2;
             unsigned lo = hex4(path);
             if (lo < 0xDC00 || lo > 0xDFFF) fail(path, "high surrogate without a low surrogate");
@@ -335,7 +373,8 @@ class Reader {
       if (peek() == '+' || peek() == '-') ++pos_;
       if (digits() == 0) fail(path, "an exponent must have digits");
     }
-    if (!at_end() && is_word_char(peek())) fail(path, "unexpected " + describe(peek()) + " after a number");
+    if (!at_end() && is_word_char(peek()))
+      fail(path, "unexpected " + describe(peek()) + " after a number");
     const char* first = text_.data() + start;
     const char* last = text_.data() + pos_;
     if (integral) {
@@ -349,7 +388,8 @@ class Reader {
     double d = 0;
     auto r = std::from_chars(first, last, d);
     if (r.ec == std::errc::result_out_of_range) {
-      fail(path, "number " + std::string(first, std::min<size_t>(last - first, 40)) + " is out of range");
+      fail(path,
+           "number " + std::string(first, std::min<size_t>(last - first, 40)) + " is out of range");
     }
     if (r.ec != std::errc() || r.ptr != last) fail(path, "malformed number");
     return d;

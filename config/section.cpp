@@ -9,7 +9,9 @@
 
 namespace zero::detail {
 
-static std::string path_or_root(const std::string& path) { return path.empty() ? "(root)" : path; }
+static std::string path_or_root(const std::string& path) {
+  return path.empty() ? "(root)" : path;
+}
 
 int Ctx::line_of(const std::string& path) const {
   if (!lines_) return 0;
@@ -75,7 +77,8 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
   return d[a.size()][b.size()];
@@ -180,7 +183,9 @@ Section::Section(Ctx& c, const nlohmann::json* object, std::string path, Unknown
   }
 }
 
-std::string Section::child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+std::string Section::child(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
 
 const nlohmann::json* Section::get(const std::string& key) {
   if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
@@ -227,8 +232,10 @@ bool Section::read(const std::string& key, int64_t& out, int64_t min, int64_t ma
   if (x < min || x > max) {
     std::ostringstream m;
     m << "value " << x << " is out of range: ";
-    if (max == INT64_MAX) m << "must be >= " << min;
-    else m << "must be between " << min << " and " << max;
+    if (max == INT64_MAX)
+      m << "must be >= " << min;
+    else
+      m << "must be between " << min << " and " << max;
     if (min == 0 && x < 0) m << " (sizes and counts cannot be negative)";
     ctx.error(child(key), m.str());
     return false;
@@ -252,8 +259,10 @@ bool Section::read(const std::string& key, double& out, double min, double max) 
   if (!std::isfinite(x) || x < min || x > max) {
     std::ostringstream m;
     m << "value " << x << " is out of range: must be ";
-    if (max == HUGE_VAL) m << ">= " << min;
-    else m << "between " << min << " and " << max;
+    if (max == HUGE_VAL)
+      m << ">= " << min;
+    else
+      m << "between " << min << " and " << max;
     ctx.error(child(key), m.str());
     return false;
   }
@@ -272,7 +281,8 @@ bool Section::read(const std::string& key, std::string& out) {
   return true;
 }
 
-bool Section::read_enum(const std::string& key, std::string& out, const std::vector<std::string>& values, bool ci) {
+bool Section::read_enum(const std::string& key, std::string& out,
+                        const std::vector<std::string>& values, bool ci) {
   const nlohmann::json* v = get(key);
   if (!v || is_auto(key)) return false;
   std::string list;
@@ -290,7 +300,8 @@ bool Section::read_enum(const std::string& key, std::string& out, const std::vec
   }
   std::string hint = nearest(s, values);
   ctx.error(child(key), "unknown value \"" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) +
-                            "\"; valid values: " + list + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+                            "\"; valid values: " + list +
+                            (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
   return false;
 }
 
@@ -301,8 +312,8 @@ void Section::finish(const std::string& what) {
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
     std::string shown = key.size() > 60 ? key.substr(0, 60) + "..." : key;
     if (!path_.empty() && is_top_level_key(key)) {
-      ctx.error(child(key), "'" + shown + "' belongs at the top level of the config, not inside '" + path_ +
-                                "'; as written it would be ignored");
+      ctx.error(child(key), "'" + shown + "' belongs at the top level of the config, not inside '" +
+                                path_ + "'; as written it would be ignored");
       continue;
     }
     std::string hint = nearest(key, known_);

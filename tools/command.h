@@ -23,6 +23,6 @@ const std::vector<Command>& commands();
 
 #define ZERO_COMMAND_CAT2(a, b) a##b
 #define ZERO_COMMAND_CAT(a, b) ZERO_COMMAND_CAT2(a, b)
-#define ZERO_COMMAND(name, summary, fn)                                      \
+#define ZERO_COMMAND(name, summary, fn)                                    \
   static const bool ZERO_COMMAND_CAT(zero_command_registered_, __LINE__) = \
       ::zero::tools::register_command({name, summary, fn})

@@ -39,9 +39,11 @@ int run_config(const std::vector<std::string>& args) {
     };
     std::string v;
     if (a == "-h" || a == "--help") {
-      std::cout << "usage: zero config FILE [--world-size N] [--set dotted.key=value]... [--strict]\n"
-                   "Validates a DeepSpeed ds_config and prints the resolved config (every field) as JSON.\n"
-                   "Exit 0 when valid; 2 with one 'FILE:LINE: dotted.path: message' line per problem.\n";
+      std::cout
+          << "usage: zero config FILE [--world-size N] [--set dotted.key=value]... [--strict]\n"
+             "Validates a DeepSpeed ds_config and prints the resolved config (every field) as "
+             "JSON.\n"
+             "Exit 0 when valid; 2 with one 'FILE:LINE: dotted.path: message' line per problem.\n";
       return kExitOk;
     } else if (a == "--strict") {
       options.strict = true;
@@ -54,7 +56,8 @@ int run_config(const std::vector<std::string>& args) {
       options.world_size = n;
     } else if (value("--set", v)) {
       size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) return usage("--set needs dotted.key=value, got '" + v + "'");
+      if (eq == std::string::npos || eq == 0)
+        return usage("--set needs dotted.key=value, got '" + v + "'");
       options.overrides[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--world-size" || a == "--set") {
       return usage(a + " needs a value");
@@ -88,7 +91,9 @@ int run_config(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ZERO_COMMAND("config", "validate a ds_config and print the resolved config: FILE [--world-size N] "
-                       "[--set key=value]... [--strict]", run_config);
+ZERO_COMMAND("config",
+             "validate a ds_config and print the resolved config: FILE [--world-size N] "
+             "[--set key=value]... [--strict]",
+             run_config);
 
 }  // namespace zero::tools

@@ -16,7 +16,9 @@ bool register_command(const Command& command) {
   registry().push_back(command);
   return true;
 }
-const std::vector<Command>& commands() { return registry(); }
+const std::vector<Command>& commands() {
+  return registry();
+}
 
 static void print_help(std::ostream& out) {
   out << "usage: zero COMMAND [ARGS...]\n\ncommands:\n";

@@ -124,8 +124,8 @@ int run_report(const std::vector<std::string>& args) {
   row("nccl (CUDA)", "not compiled (no CUDA toolkit / NCCL at build time)");
 #endif
 #if defined(ZERO_HAS_CUDA)
-  row("CUDA kernels", std::string("compiled for sm_80, sm_90 (+PTX); usable: ") +
-                          (gpus > 0 ? "yes" : "no"));
+  row("CUDA kernels",
+      std::string("compiled for sm_80, sm_90 (+PTX); usable: ") + (gpus > 0 ? "yes" : "no"));
 #else
   row("CUDA kernels", "not compiled");
 #endif

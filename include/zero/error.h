@@ -57,15 +57,15 @@ std::string str(const Args&... args) {
 }  // namespace zero
 
 // ZERO_CHECK(cond, ErrorType, pieces...): throw ErrorType(pieces...) when cond is false.
-#define ZERO_CHECK(cond, ErrorType, ...)                          \
-  do {                                                            \
+#define ZERO_CHECK(cond, ErrorType, ...)                            \
+  do {                                                              \
     if (!(cond)) throw ErrorType(::zero::detail::str(__VA_ARGS__)); \
   } while (0)
 
 // ZERO_ASSERT(cond, pieces...): an internal invariant; names the file and line.
-#define ZERO_ASSERT(cond, ...)                                                                \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      throw ::zero::InternalError(::zero::detail::str(__FILE__, ":", __LINE__,                \
-                                                      ": internal error: " #cond ": ", ##__VA_ARGS__)); \
+#define ZERO_ASSERT(cond, ...)                                                       \
+  do {                                                                               \
+    if (!(cond))                                                                     \
+      throw ::zero::InternalError(::zero::detail::str(                               \
+          __FILE__, ":", __LINE__, ": internal error: " #cond ": ", ##__VA_ARGS__)); \
   } while (0)

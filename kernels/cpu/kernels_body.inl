@@ -31,10 +31,18 @@ struct AdamConsts {
   V inv_scale, l2, b1, omb1, b2, omb2, inv_sqrt_bc2, eps, decay, step_size;
   bool has_l2, has_decay;
   explicit AdamConsts(const AdamScalars& s)
-      : inv_scale(W::set1(s.inv_grad_scale)), l2(W::set1(s.l2_decay)), b1(W::set1(s.beta1)),
-        omb1(W::set1(s.one_minus_beta1)), b2(W::set1(s.beta2)), omb2(W::set1(s.one_minus_beta2)),
-        inv_sqrt_bc2(W::set1(s.inv_sqrt_bc2)), eps(W::set1(s.eps)), decay(W::set1(s.decay_factor)),
-        step_size(W::set1(s.step_size)), has_l2(s.has_l2), has_decay(s.has_decay) {}
+      : inv_scale(W::set1(s.inv_grad_scale)),
+        l2(W::set1(s.l2_decay)),
+        b1(W::set1(s.beta1)),
+        omb1(W::set1(s.one_minus_beta1)),
+        b2(W::set1(s.beta2)),
+        omb2(W::set1(s.one_minus_beta2)),
+        inv_sqrt_bc2(W::set1(s.inv_sqrt_bc2)),
+        eps(W::set1(s.eps)),
+        decay(W::set1(s.decay_factor)),
+        step_size(W::set1(s.step_size)),
+        has_l2(s.has_l2),
+        has_decay(s.has_decay) {}
 };
 
 // One vector of the Adam step; the order of operations is the reference's (adam.h).
@@ -66,7 +74,8 @@ void adam_range(const AdamScalars& s, const AdamArgs& a, int64_t begin, int64_t 
   int64_t i = begin;
   {
     const AdamConsts<Vec> c(s);
-    for (; i + Vec::kWidth <= end; i += Vec::kWidth) adam_elems<Vec, kGrad, kOut>(c, p, g, m, v, out, i);
+    for (; i + Vec::kWidth <= end; i += Vec::kWidth)
+      adam_elems<Vec, kGrad, kOut>(c, p, g, m, v, out, i);
   }
   const AdamConsts<ScalarVec> c(s);
   for (; i < end; ++i) adam_elems<ScalarVec, kGrad, kOut>(c, p, g, m, v, out, i);
@@ -144,7 +153,8 @@ double sum_squares_range(const void* in, int64_t begin, int64_t end) {
 void scale_range(float* data, float factor, int64_t begin, int64_t end) {
   int64_t i = begin;
   const Vec::V f = Vec::set1(factor);
-  for (; i + Vec::kWidth <= end; i += Vec::kWidth) Vec::store(data + i, Vec::mul(Vec::load(data + i), f));
+  for (; i + Vec::kWidth <= end; i += Vec::kWidth)
+    Vec::store(data + i, Vec::mul(Vec::load(data + i), f));
   for (; i < end; ++i) data[i] *= factor;
 }
 
@@ -152,7 +162,8 @@ template <int kOut>
 void to_half16_range(const void* in, void* out, int64_t begin, int64_t end) {
   const float* src = static_cast<const float*>(in);
   int64_t i = begin;
-  for (; i + Vec::kWidth <= end; i += Vec::kWidth) store_elems<Vec, kOut>(out, i, Vec::load(src + i));
+  for (; i + Vec::kWidth <= end; i += Vec::kWidth)
+    store_elems<Vec, kOut>(out, i, Vec::load(src + i));
   for (; i < end; ++i) store_elems<ScalarVec, kOut>(out, i, src[i]);
 }
 

@@ -32,8 +32,8 @@ struct Vec {
     const __m256i u = _mm256_castps_si256(x);
     const __m256i hi = _mm256_srli_epi32(u, 16);
     const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
     const __m256i nan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
     const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     const __m256i r = _mm256_castps_si256(

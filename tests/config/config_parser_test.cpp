@@ -32,7 +32,8 @@ zero::ParsedConfig parse(const std::string& text, const ConfigOptions& options =
 }
 
 // The diagnostics of a config that must be rejected.
-std::vector<ConfigDiagnostic> errors_of(const std::string& text, const ConfigOptions& options = ws(1)) {
+std::vector<ConfigDiagnostic> errors_of(const std::string& text,
+                                        const ConfigOptions& options = ws(1)) {
   try {
     parse(text, options);
   } catch (const ConfigFileError& e) {
@@ -54,16 +55,20 @@ ConfigDiagnostic find(const std::vector<ConfigDiagnostic>& ds, const std::string
   return {};
 }
 
-bool mentions(const ConfigDiagnostic& d, const std::string& text) { return d.message.find(text) != std::string::npos; }
+bool mentions(const ConfigDiagnostic& d, const std::string& text) {
+  return d.message.find(text) != std::string::npos;
+}
 
 const char* kBatch = R"("train_batch_size": 8)";
 
 }  // namespace
 
 TEST_CASE("syntax: comments, trailing commas, CRLF, tabs and a BOM are accepted") {
-  std::string text = "\xEF\xBB\xBF{\r\n\t// a line comment\r\n\t\"train_batch_size\": 8, /* block\r\n comment */\r\n"
-                     "\t\"zero_optimization\": {\"stage\": 2,},\r\n\t\"optimizer\": {\"type\": \"Adam\", "
-                     "\"params\": {\"betas\": [0.8, 0.9,],}},\r\n}\r\n";
+  std::string text =
+      "\xEF\xBB\xBF{\r\n\t// a line comment\r\n\t\"train_batch_size\": 8, /* block\r\n comment "
+      "*/\r\n"
+      "\t\"zero_optimization\": {\"stage\": 2,},\r\n\t\"optimizer\": {\"type\": \"Adam\", "
+      "\"params\": {\"betas\": [0.8, 0.9,],}},\r\n}\r\n";
   Config c = parse(text).config;
   CHECK(c.zero_optimization.stage == 2);
   CHECK(c.optimizer.betas[0] == 0.8);
@@ -85,10 +90,26 @@ TEST_CASE("syntax: anything else that is not JSON is an error with line and colu
     CHECK(d[0].path == "train_batch_size");
     CHECK(mentions(d[0], "unquoted value 'BATCH'"));
   }
-  for (const char* text : {"", "   ", "{", "{\"a\" 1}", "{\"a\": 'x'}", "{\"a\": NaN}", "{\"a\": 01}", "{\"a\": .5}",
-                           "{\"a\": 1.}", "{\"a\": [1,,2]}", "{,}", "{\"a\": \"x\ny\"}", "{\"a\": \"\\q\"}",
-                           "{\"a\": 1} {}", "/* open", "{\"a\": \"\xff\"}", "{\"a\": \"\\ud800\"}", "{\"a\": 1e999}",
-                           "{\"a\": tru}", "{a: 1}"}) {
+  for (const char* text : {"",
+                           "   ",
+                           "{",
+                           "{\"a\" 1}",
+                           "{\"a\": 'x'}",
+                           "{\"a\": NaN}",
+                           "{\"a\": 01}",
+                           "{\"a\": .5}",
+                           "{\"a\": 1.}",
+                           "{\"a\": [1,,2]}",
+                           "{,}",
+                           "{\"a\": \"x\ny\"}",
+                           "{\"a\": \"\\q\"}",
+                           "{\"a\": 1} {}",
+                           "/* open",
+                           "{\"a\": \"\xff\"}",
+                           "{\"a\": \"\\ud800\"}",
+                           "{\"a\": 1e999}",
+                           "{\"a\": tru}",
+                           "{a: 1}"}) {
     INFO(text);
     auto d = errors_of(text);
     CHECK(d.size() == 1);
@@ -116,17 +137,21 @@ TEST_CASE("syntax: duplicate keys are an error at the second occurrence") {
 }
 
 TEST_CASE("unknown keys in strictly validated sections are errors with the nearest key") {
-  std::string text = std::string("{") + kBatch + ",\n \"zero_optimization\": {\"stage\": 3,\n"
-                     " \"stage3_param_persitence_threshold\": 10,\n \"offload_optimizer\": {\"devise\": \"cpu\"},\n"
-                     " \"offload_param\": {\"pin_memroy\": true}},\n \"fp16\": {\"enable\": true},\n"
-                     " \"bf16\": {\"enabledd\": false}}";
+  std::string text =
+      std::string("{") + kBatch +
+      ",\n \"zero_optimization\": {\"stage\": 3,\n"
+      " \"stage3_param_persitence_threshold\": 10,\n \"offload_optimizer\": {\"devise\": "
+      "\"cpu\"},\n"
+      " \"offload_param\": {\"pin_memroy\": true}},\n \"fp16\": {\"enable\": true},\n"
+      " \"bf16\": {\"enabledd\": false}}";
   auto d = errors_of(text);
   CHECK(d.size() == 5);
   auto z = find(d, "zero_optimization.stage3_param_persitence_threshold");
   CHECK(z.line == 3);
   CHECK(mentions(z, "did you mean 'stage3_param_persistence_threshold'?"));
   CHECK(mentions(find(d, "zero_optimization.offload_optimizer.devise"), "did you mean 'device'?"));
-  CHECK(mentions(find(d, "zero_optimization.offload_param.pin_memroy"), "did you mean 'pin_memory'?"));
+  CHECK(mentions(find(d, "zero_optimization.offload_param.pin_memroy"),
+                 "did you mean 'pin_memory'?"));
   CHECK(mentions(find(d, "fp16.enable"), "did you mean 'enabled'?"));
   CHECK(find(d, "bf16.enabledd").line == 7);
 }
@@ -143,28 +168,34 @@ TEST_CASE("unknown top-level keys are warnings with a suggestion; --strict makes
 }
 
 TEST_CASE("a known section nested in the wrong place is an error") {
-  auto d = errors_of(std::string("{") + kBatch + R"(, "optimizer": {"type": "AdamW", "zero_optimization": {"stage": 2}}})");
+  auto d = errors_of(std::string("{") + kBatch +
+                     R"(, "optimizer": {"type": "AdamW", "zero_optimization": {"stage": 2}}})");
   CHECK(mentions(find(d, "optimizer.zero_optimization"), "belongs at the top level"));
 }
 
 TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged, errors when not") {
-  auto parsed = parse(std::string("{") + kBatch + R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": true},
+  auto parsed = parse(std::string("{") + kBatch +
+                      R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": true},
       "compile": {"deepcompile": true}, "tensorboard": {"enabled": true}, "comms_logger": {"enabled": false},
       "autotuning": {"enabled": false}})");
   CHECK(parsed.warnings.size() == 3);  // disabled features and implemented monitors stay silent
   CHECK(mentions(find(parsed.warnings, "flops_profiler"), "ignored"));
   CHECK(find(parsed.warnings, "compile").path == "compile");
   CHECK(parsed.config.tensorboard.enabled);
-  CHECK(errors_of(std::string("{") + kBatch + R"(, "flops_profiler": {"enabled": true}})", ws(1, true)).size() == 1);
+  CHECK(errors_of(std::string("{") + kBatch + R"(, "flops_profiler": {"enabled": true}})",
+                  ws(1, true))
+            .size() == 1);
 
-  for (const char* feature : {R"("pipeline": {"stages": 2})", R"("amp": {"enabled": true})",
-                              R"("progressive_layer_drop": {"enabled": true})", R"("curriculum_learning": {"enabled": true})",
-                              R"("optimizer": {"type": "Lamb"})", R"("optimizer": {"type": "OneBitAdam"})",
-                              R"("scheduler": {"type": "StepLR"})", R"("sequence_parallel_size": 2)",
-                              R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}})",
-                              R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}})",
-                              R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true})",
-                              R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
+  for (const char* feature :
+       {R"("pipeline": {"stages": 2})", R"("amp": {"enabled": true})",
+        R"("progressive_layer_drop": {"enabled": true})",
+        R"("curriculum_learning": {"enabled": true})", R"("optimizer": {"type": "Lamb"})",
+        R"("optimizer": {"type": "OneBitAdam"})", R"("scheduler": {"type": "StepLR"})",
+        R"("sequence_parallel_size": 2)",
+        R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}})",
+        R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}})",
+        R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true})",
+        R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
     INFO(feature);
     auto d = errors_of(std::string("{") + kBatch + ", " + feature + "}");
     CHECK(d.size() == 1);
@@ -174,19 +205,26 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
 }
 
 TEST_CASE("optimizer and scheduler params are checked like DeepSpeed's constructors") {
-  auto d = errors_of(std::string("{") + kBatch + R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.1, "betas": [0.9, 0.99]}}})");
+  auto d =
+      errors_of(std::string("{") + kBatch +
+                R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.1, "betas": [0.9, 0.99]}}})");
   CHECK(mentions(find(d, "optimizer.params.betas"), "unknown key 'betas' in SGD parameters"));
-  d = errors_of(std::string("{") + kBatch + R"(, "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}})");
   CHECK(mentions(find(d, "optimizer.params.max_grad_norm"), "gradient_clipping"));
-  d = errors_of(std::string("{") + kBatch + R"(, "scheduler": {"type": "WarmupLR", "params": {"total_num_steps": 5}}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "scheduler": {"type": "WarmupLR", "params": {"total_num_steps": 5}}})");
   CHECK(find(d, "scheduler.params.total_num_steps").path == "scheduler.params.total_num_steps");
   d = errors_of(std::string("{") + kBatch + R"(, "scheduler": {"type": "warmuplr"}})");
   CHECK(mentions(find(d, "scheduler.type"), "did you mean \"WarmupLR\"?"));
-  d = errors_of(std::string("{") + kBatch + R"(, "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.1}}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.1}}})");
   CHECK(mentions(find(d, "scheduler.params.cycle_max_lr"), "missing"));
 
-  Config c = parse(std::string("{") + kBatch + R"(, "optimizer": {"type": "adam", "params": {"lr": 0.01, "weight_decay": 0.1}},
-      "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 100, "warmup_type": "linear"}}})").config;
+  Config c = parse(std::string("{") + kBatch +
+                   R"(, "optimizer": {"type": "adam", "params": {"lr": 0.01, "weight_decay": 0.1}},
+      "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 100, "warmup_type": "linear"}}})")
+                 .config;
   CHECK(c.optimizer.type == "Adam");  // DeepSpeed matches its optimizer names case-insensitively
   CHECK(c.optimizer.adam_w_mode);     // and its "Adam" defaults to decoupled weight decay
   CHECK(c.optimizer.betas == std::array<double, 2>{0.9, 0.999});
@@ -199,12 +237,15 @@ TEST_CASE("optimizer and scheduler params are checked like DeepSpeed's construct
 }
 
 TEST_CASE("deprecated forms are accepted with a warning and mapped") {
-  auto p = parse(std::string("{") + kBatch + R"(, "zero_optimization": true, "allgather_size": 1000})");
+  auto p =
+      parse(std::string("{") + kBatch + R"(, "zero_optimization": true, "allgather_size": 1000})");
   CHECK(p.config.zero_optimization.stage == 1);
   CHECK(p.config.zero_optimization.allgather_bucket_size == 1000);
   CHECK(mentions(find(p.warnings, "zero_optimization"), "deprecated"));
-  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": false})").config.zero_optimization.stage == 0);
-  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": 2})").config.zero_optimization.stage == 2);
+  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": false})")
+            .config.zero_optimization.stage == 0);
+  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": 2})")
+            .config.zero_optimization.stage == 2);
 
   p = parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3, "cpu_offload": true,
       "cpu_offload_param": true, "cpu_offload_use_pin_memory": true,
@@ -219,30 +260,38 @@ TEST_CASE("deprecated forms are accepted with a warning and mapped") {
   CHECK(p.warnings.size() == 5);
   for (const auto& w : p.warnings) CHECK(mentions(w, "deprecated"));
 
-  auto d = errors_of(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 2, "cpu_offload": true,
+  auto d = errors_of(std::string("{") + kBatch +
+                     R"(, "zero_optimization": {"stage": 2, "cpu_offload": true,
       "offload_optimizer": {"device": "cpu"}}})");
   CHECK(mentions(find(d, "zero_optimization.cpu_offload"), "both given"));
-  d = errors_of(std::string("{") + kBatch + R"(, "bf16": {"enabled": true}, "bfloat16": {"enabled": true}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "bf16": {"enabled": true}, "bfloat16": {"enabled": true}})");
   CHECK(find(d, "bfloat16").path == "bfloat16");
 }
 
 TEST_CASE("stage 3 aliases without the stage3_ prefix are accepted, but not both spellings") {
-  Config c = parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3, "prefetch_bucket_size": 7,
+  Config c = parse(std::string("{") + kBatch +
+                   R"(, "zero_optimization": {"stage": 3, "prefetch_bucket_size": 7,
       "param_persistence_threshold": 8, "max_live_parameters": 9, "max_reuse_distance": 10,
-      "gather_16bit_weights_on_model_save": true}})").config;
+      "gather_16bit_weights_on_model_save": true}})")
+                 .config;
   CHECK(c.zero_optimization.stage3_prefetch_bucket_size == 7);
   CHECK(c.zero_optimization.stage3_param_persistence_threshold == 8);
   CHECK(c.zero_optimization.stage3_max_live_parameters == 9);
   CHECK(c.zero_optimization.stage3_max_reuse_distance == 10);
   CHECK(c.zero_optimization.stage3_gather_16bit_weights_on_model_save);
-  auto d = errors_of(std::string("{") + kBatch +
-                     R"(, "zero_optimization": {"stage": 3, "prefetch_bucket_size": 7, "stage3_prefetch_bucket_size": 7}})");
+  auto d = errors_of(
+      std::string("{") + kBatch +
+      R"(, "zero_optimization": {"stage": 3, "prefetch_bucket_size": 7, "stage3_prefetch_bucket_size": 7}})");
   CHECK(mentions(d[0], "aliases"));
 }
 
 TEST_CASE("integers may be written as strings or integral floats; fractions are errors") {
-  Config c = parse(R"({"train_batch_size": "16", "zero_optimization": {"stage": "2", "reduce_bucket_size": 2e8,
-      "allgather_bucket_size": 5e8}, "optimizer": {"type": "AdamW", "params": {"lr": "3e-5"}}})").config;
+  Config c =
+      parse(
+          R"({"train_batch_size": "16", "zero_optimization": {"stage": "2", "reduce_bucket_size": 2e8,
+      "allgather_bucket_size": 5e8}, "optimizer": {"type": "AdamW", "params": {"lr": "3e-5"}}})")
+          .config;
   CHECK(c.train_batch_size == 16);
   CHECK(c.zero_optimization.stage == 2);
   CHECK(c.zero_optimization.reduce_bucket_size == 200000000);
@@ -270,7 +319,9 @@ TEST_CASE("\"auto\" takes the default, a value derived from the world size, or a
   CHECK(c.zero_optimization.stage3_prefetch_bucket_size == 50000000);
 
   ConfigOptions o = ws(4);
-  o.overrides = {{"gradient_accumulation_steps", "2"}, {"optimizer.params.lr", "5e-5"}, {"fp16.enabled", "true"},
+  o.overrides = {{"gradient_accumulation_steps", "2"},
+                 {"optimizer.params.lr", "5e-5"},
+                 {"fp16.enabled", "true"},
                  {"gradient_clipping", "1.0"}};
   auto p = parse(text, o);
   CHECK(p.config.train_batch_size == 32);
@@ -279,7 +330,8 @@ TEST_CASE("\"auto\" takes the default, a value derived from the world size, or a
   CHECK(p.config.gradient_clipping == 1.0);
   CHECK(p.warnings.empty());  // filling "auto" is not a contradiction
 
-  o.overrides = {{"train_micro_batch_size_per_gpu", "2"}, {"zero_optimization.offload_optimizer.device", "cpu"}};
+  o.overrides = {{"train_micro_batch_size_per_gpu", "2"},
+                 {"zero_optimization.offload_optimizer.device", "cpu"}};
   p = parse(text, o);
   CHECK(p.config.train_micro_batch_size_per_gpu == 2);
   CHECK(p.config.zero_optimization.offload_optimizer.device == "cpu");  // a bare word is a string
@@ -287,25 +339,38 @@ TEST_CASE("\"auto\" takes the default, a value derived from the world size, or a
   CHECK(w.file == "--set");
   CHECK(mentions(w, "replaces the file's value 4"));
 
-  auto d = errors_of(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"})", ws(8));
+  auto d =
+      errors_of(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"})", ws(8));
   CHECK(find(d, "train_micro_batch_size_per_gpu").line == 1);
   d = errors_of(R"({"gradient_accumulation_steps": 4})");
   CHECK(mentions(find(d, "train_batch_size"), "missing"));
-  d = errors_of(std::string("{") + kBatch + R"(, "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto"}}})");
+  d = errors_of(
+      std::string("{") + kBatch +
+      R"(, "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto"}}})");
   CHECK(mentions(find(d, "scheduler.params.total_num_steps"), "\"auto\" needs a value"));
   o = ws(1);
   o.overrides = {{"zero_optimization..stage", "1"}};
   CHECK(mentions(errors_of(std::string("{") + kBatch + "}", o)[0], "invalid override key"));
 }
 
-TEST_CASE("batch rule: train_batch_size = micro * accumulation * world_size, derived like DeepSpeed") {
-  struct Case { const char* json; int world; int64_t tb, mb, gas; };
-  for (const Case& k : {Case{R"("train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2)", 8, 64, 4, 2},
-                        Case{R"("train_batch_size": 64, "train_micro_batch_size_per_gpu": 4)", 8, 64, 4, 2},
-                        Case{R"("train_batch_size": 64, "gradient_accumulation_steps": 4)", 4, 64, 4, 4},
-                        Case{R"("train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 5)", 3, 45, 3, 5},
-                        Case{R"("train_batch_size": 24)", 3, 24, 8, 1},
-                        Case{R"("train_micro_batch_size_per_gpu": 5)", 7, 35, 5, 1}}) {
+TEST_CASE(
+    "batch rule: train_batch_size = micro * accumulation * world_size, derived like DeepSpeed") {
+  struct Case {
+    const char* json;
+    int world;
+    int64_t tb, mb, gas;
+  };
+  for (
+      const Case& k :
+      {Case{
+           R"("train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2)",
+           8, 64, 4, 2},
+       Case{R"("train_batch_size": 64, "train_micro_batch_size_per_gpu": 4)", 8, 64, 4, 2},
+       Case{R"("train_batch_size": 64, "gradient_accumulation_steps": 4)", 4, 64, 4, 4},
+       Case{R"("train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 5)", 3, 45, 3,
+            5},
+       Case{R"("train_batch_size": 24)", 3, 24, 8, 1},
+       Case{R"("train_micro_batch_size_per_gpu": 5)", 7, 35, 5, 1}}) {
     INFO(k.json << " at world size " << k.world);
     Config c = parse(std::string("{") + k.json + "}", ws(k.world)).config;
     CHECK(c.train_batch_size == k.tb);
@@ -313,30 +378,43 @@ TEST_CASE("batch rule: train_batch_size = micro * accumulation * world_size, der
     CHECK(c.gradient_accumulation_steps == k.gas);
     CHECK(c.world_size == k.world);
   }
-  auto d = errors_of(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2})", ws(4));
-  CHECK(mentions(find(d, "train_batch_size"), "train_batch_size (30) must equal train_micro_batch_size_per_gpu (4) * "
-                                              "gradient_accumulation_steps (2) * world_size (4) = 32"));
+  auto d = errors_of(
+      R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2})",
+      ws(4));
+  CHECK(mentions(find(d, "train_batch_size"),
+                 "train_batch_size (30) must equal train_micro_batch_size_per_gpu (4) * "
+                 "gradient_accumulation_steps (2) * world_size (4) = 32"));
   CHECK(!errors_of(R"({"train_batch_size": 10})", ws(4)).empty());  // 10 is not divisible by 4
   CHECK(!errors_of(R"({"train_batch_size": 0})").empty());
-  CHECK(!errors_of(R"({"train_micro_batch_size_per_gpu": 9223372036854775807, "gradient_accumulation_steps": 4})").empty());
+  CHECK(
+      !errors_of(
+           R"({"train_micro_batch_size_per_gpu": 9223372036854775807, "gradient_accumulation_steps": 4})")
+           .empty());
   CHECK_THROWS_AS(parse(std::string("{") + kBatch + "}", ws(0)), ConfigFileError);
 }
 
 TEST_CASE("contradictions are errors") {
-  auto d = errors_of(std::string("{") + kBatch + R"(, "fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  auto d = errors_of(std::string("{") + kBatch +
+                     R"(, "fp16": {"enabled": true}, "bf16": {"enabled": true}})");
   CHECK(mentions(find(d, "bf16.enabled"), "both enabled"));
-  d = errors_of(std::string("{") + kBatch + R"(, "zero_optimization": {"reduce_bucket_size": -1}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "zero_optimization": {"reduce_bucket_size": -1}})");
   CHECK(mentions(find(d, "zero_optimization.reduce_bucket_size"), "cannot be negative"));
   d = errors_of(std::string("{") + kBatch + R"(, "communication_data_type": "bfp16"})");
   auto e = find(d, "communication_data_type");
   CHECK(mentions(e, "valid values: \"fp32\", \"fp16\", \"bf16\""));
   CHECK(mentions(e, "did you mean"));
-  d = errors_of(std::string("{") + kBatch + R"(, "bf16": {"enabled": true, "loss_scale": 0, "hysteresis": 2}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "bf16": {"enabled": true, "loss_scale": 0, "hysteresis": 2}})");
   CHECK(d.size() == 2);
   CHECK(mentions(find(d, "bf16.loss_scale"), "fp16-only"));
-  d = errors_of(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "gpu"}}})");
-  CHECK(mentions(find(d, "zero_optimization.offload_optimizer.device"), "\"none\", \"cpu\", \"nvme\""));
-  d = errors_of(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})");
+  d = errors_of(std::string("{") + kBatch +
+                R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "gpu"}}})");
+  CHECK(mentions(find(d, "zero_optimization.offload_optimizer.device"),
+                 "\"none\", \"cpu\", \"nvme\""));
+  d = errors_of(
+      std::string("{") + kBatch +
+      R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})");
   CHECK(mentions(find(d, "zero_optimization.offload_optimizer.ratio"), "stage 3"));
   Config c = parse(std::string("{") + kBatch + R"(, "communication_data_type": "BF16"})").config;
   CHECK(c.communication_data_type == "bf16");
@@ -347,12 +425,17 @@ TEST_CASE("settings without effect at the chosen stage are warnings") {
       "offload_param": {"device": "cpu"}, "stage3_max_live_parameters": 100, "max_reuse_distance": 5}})");
   CHECK(p.warnings.size() == 3);
   CHECK(mentions(find(p.warnings, "zero_optimization.offload_param"), "no effect at stage 2"));
-  CHECK(mentions(find(p.warnings, "zero_optimization.stage3_max_live_parameters"), "no effect at stage 2"));
-  CHECK(find(p.warnings, "zero_optimization.max_reuse_distance").path == "zero_optimization.max_reuse_distance");
-  p = parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})");
+  CHECK(mentions(find(p.warnings, "zero_optimization.stage3_max_live_parameters"),
+                 "no effect at stage 2"));
+  CHECK(find(p.warnings, "zero_optimization.max_reuse_distance").path ==
+        "zero_optimization.max_reuse_distance");
+  p = parse(std::string("{") + kBatch +
+            R"(, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})");
   CHECK(mentions(find(p.warnings, "zero_optimization.offload_optimizer"), "no effect at stage 0"));
-  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
-      "stage3_max_live_parameters": 100}})").warnings.empty());
+  CHECK(parse(std::string("{") + kBatch +
+              R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+      "stage3_max_live_parameters": 100}})")
+            .warnings.empty());
 }
 
 TEST_CASE("defaults are DeepSpeed's code defaults") {
@@ -386,7 +469,8 @@ TEST_CASE("defaults are DeepSpeed's code defaults") {
   CHECK(c.scheduler.type.empty());
   CHECK(c.checkpoint.tag_validation == "Warn");
   CHECK(c.precision() == "fp32");
-  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3}})").config.zero_optimization.overlap_comm);
+  CHECK(parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3}})")
+            .config.zero_optimization.overlap_comm);
 }
 
 TEST_CASE("to_json_string prints every field and reads back into the same config") {
@@ -408,7 +492,8 @@ TEST_CASE("to_json_string prints every field and reads back into the same config
   Config again = parse(printed, ws(4)).config;
   CHECK(zero::to_json_string(again) == printed);
   Config plain = parse(std::string("{") + kBatch + "}").config;
-  CHECK(zero::to_json_string(parse(zero::to_json_string(plain)).config) == zero::to_json_string(plain));
+  CHECK(zero::to_json_string(parse(zero::to_json_string(plain)).config) ==
+        zero::to_json_string(plain));
 }
 
 TEST_CASE("parse_config_json and parse_config_file") {
@@ -421,17 +506,21 @@ TEST_CASE("parse_config_json and parse_config_file") {
   } catch (const ConfigFileError& e) {
     CHECK(e.diagnostics().size() == 2);
     CHECK(e.diagnostics()[0].line == 0);
-    CHECK(std::string(e.what()).find("<json>:0: zero_optimization.stagee: unknown key") != std::string::npos);
+    CHECK(std::string(e.what()).find("<json>:0: zero_optimization.stagee: unknown key") !=
+          std::string::npos);
   }
-  auto dir = std::filesystem::temp_directory_path() / ("zero_config_test_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("zero_config_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string file = (dir / "ds.json").string();
-  std::ofstream(file) << "{\n  \"train_batch_size\": 8,\n  \"fp16\": {\"enabled\": true, \"loss_scal\": 1}\n}\n";
+  std::ofstream(file)
+      << "{\n  \"train_batch_size\": 8,\n  \"fp16\": {\"enabled\": true, \"loss_scal\": 1}\n}\n";
   try {
     zero::parse_config_file(file);
     FAIL("accepted");
   } catch (const ConfigFileError& e) {
-    CHECK(std::string(e.what()) == file + ":3: fp16.loss_scal: unknown key 'loss_scal' in fp16; did you mean 'loss_scale'?");
+    CHECK(std::string(e.what()) ==
+          file + ":3: fp16.loss_scal: unknown key 'loss_scal' in fp16; did you mean 'loss_scale'?");
   }
   CHECK_THROWS_AS(zero::parse_config_file((dir / "missing.json").string()), zero::ConfigError);
   CHECK_THROWS_AS(zero::parse_config_file(dir.string()), zero::ConfigError);

@@ -14,8 +14,8 @@
 namespace zero {
 
 struct ConfigOptions {
-  int world_size = 1;    // resolves batch sizes and "auto"
-  bool strict = false;   // every warning becomes an error
+  int world_size = 1;   // resolves batch sizes and "auto"
+  bool strict = false;  // every warning becomes an error
   // dotted.key -> value text (a JSON literal, or else a bare string). Used for --set and to fill
   // "auto"; an override replaces what the file says (with a warning when it contradicts it).
   std::map<std::string, std::string> overrides;
@@ -28,7 +28,7 @@ struct ConfigDiagnostic {
   int line = 0;
   std::string path;
   std::string message;
-  int column = 0;  // syntax errors only
+  int column = 0;                 // syntax errors only
   std::string to_string() const;  // "FILE:LINE: path: message"
 };
 
@@ -82,11 +82,13 @@ struct OptimizerConfig {
 
 // Parameters of every DeepSpeed schedule, flat; only those of `type` are read from the file.
 struct SchedulerConfig {
-  std::string type;  // "" when absent; "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"
+  std::string type;  // "" when absent; "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
+                     // "LRRangeTest"
   int64_t last_batch_iteration = -1;
   // WarmupLR / WarmupDecayLR / WarmupCosineLR
   double warmup_min_lr = 0.0;
-  std::optional<double> warmup_max_lr;  // WarmupLR: absent = the optimizer's lr; WarmupDecayLR: 0.001
+  std::optional<double>
+      warmup_max_lr;  // WarmupLR: absent = the optimizer's lr; WarmupDecayLR: 0.001
   int64_t warmup_num_steps = 1000;
   std::string warmup_type = "log";  // "log" | "linear"
   int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR: required (> 0)
@@ -97,7 +99,7 @@ struct SchedulerConfig {
   double cycle_max_lr = 0.0;  // required
   double decay_lr_rate = 0.0;
   int64_t cycle_first_step_size = 2000;
-  std::optional<int64_t> cycle_second_step_size;    // absent: cycle_first_step_size
+  std::optional<int64_t> cycle_second_step_size;  // absent: cycle_first_step_size
   int64_t cycle_first_stair_count = 0;
   std::optional<int64_t> cycle_second_stair_count;  // absent: cycle_first_stair_count
   int64_t decay_step_size = 0;
@@ -212,7 +214,7 @@ struct DataTypesConfig {
 };
 
 struct Config {
-  int world_size = 1;  // the world size the batch sizes were resolved for
+  int world_size = 1;                          // the world size the batch sizes were resolved for
   int64_t train_batch_size = 0;                // resolved: micro * accumulation * world_size
   int64_t train_micro_batch_size_per_gpu = 0;  // resolved
   int64_t gradient_accumulation_steps = 0;     // resolved

@@ -7,7 +7,8 @@ int main() {
   zero::ConfigOptions options;
   options.world_size = 2;
   auto parsed = zero::parse_config_string(R"({"train_batch_size": 8,
-      "zero_optimization": {"stage": 2}, "bf16": {"enabled": true}})", options);
+      "zero_optimization": {"stage": 2}, "bf16": {"enabled": true}})",
+                                          options);
   const zero::Config& config = parsed.config;
   if (config.zero_optimization.stage != 2 || config.train_micro_batch_size_per_gpu != 4) {
     std::cerr << "consumer: unexpected config values\n";
