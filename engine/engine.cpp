@@ -2,6 +2,7 @@
 // checks that all ranks agree, builds the layout, stage, optimizer and LR schedule, and runs
 // backward / step with DeepSpeed's accumulation, clipping and scheduling semantics.
 #include <zero/comm/process_group.h>
+#include <zero/core/loss_scaler.h>
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
 #include <zero/engine/engine.h>
@@ -14,7 +15,9 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,10 +35,16 @@ struct Engine::Impl {
   std::unique_ptr<ShardOptimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   int64_t micro_steps = 0;
-  int64_t global_steps = 0;
+  int64_t global_steps = 0;     // optimizer steps attempted, skipped ones included (DeepSpeed)
+  int64_t skipped_steps = 0;    // steps skipped for inf/NaN gradients
+  int64_t optimizer_steps = 0;  // updates applied: Adam's bias-correction count
+  int64_t scheduler_steps = 0;  // the LR schedule's position: does not advance on a skip
   bool backward_since_step = false;
   double last_grad_norm = 0;
   bool cycle_momentum = false;  // the schedule sets beta1 (and beta2) before each step
+  at::ScalarType compute_dtype = at::kFloat;
+  std::optional<LossScaler> scaler;  // fp16 only
+  bool check_overflow = false;       // fp16, or bf16 with check_grad_overflow: skip on inf/NaN
 
   ~Impl() {
     for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);
@@ -43,6 +52,7 @@ struct Engine::Impl {
   bool boundary() const { return (micro_steps + 1) % config.gradient_accumulation_steps == 0; }
   double global_grad_norm(const std::vector<OptimizerShard>& shards) const;
   void optimizer_step();
+  void report_progress() const;
 };
 
 namespace {
@@ -79,9 +89,11 @@ std::vector<ShardedImpl*> find_wrappers(torch::nn::Module& model) {
 }
 
 void check_config(const Config& c) {
-  ZERO_CHECK(!c.fp16.enabled && !c.bf16.enabled, ConfigError,
-             "fp16/bf16: mixed precision is not supported by this build yet; train in fp32 "
-             "(remove fp16.enabled / bf16.enabled)");
+  ZERO_CHECK(!(c.fp16.enabled && c.bf16.enabled), ConfigError,
+             "fp16.enabled and bf16.enabled are both true; choose one precision");
+  ZERO_CHECK(!c.fp16.enabled || !c.fp16.auto_cast, ConfigError,
+             "fp16.auto_cast: not supported; cast the model's inputs yourself (the engine "
+             "converts the parameters to fp16)");
   ZERO_CHECK(c.zero_optimization.offload_optimizer.device == "none" &&
                  c.zero_optimization.offload_param.device == "none",
              ConfigError,
@@ -110,8 +122,53 @@ OptimizerOptions optimizer_options(const OptimizerConfig& o) {
   return out;
 }
 
-StageOptions stage_options(const ZeroOptimizationConfig& z) {
+// "fp32" / "fp16" / "bf16" (validated by the config parser); "" -> Undefined (the default).
+at::ScalarType dtype_of(const std::string& name) {
+  if (name == "fp32") return at::kFloat;
+  if (name == "fp16") return at::kHalf;
+  if (name == "bf16") return at::kBFloat16;
+  return at::ScalarType::Undefined;
+}
+
+at::ScalarType compute_dtype_of(const Config& c) {
+  if (c.fp16.enabled) return at::kHalf;
+  if (c.bf16.enabled) return at::kBFloat16;
+  return at::kFloat;
+}
+
+// fp16/bf16 training: the model's fp32 parameters and floating buffers become 16-bit, as
+// DeepSpeed's module.half() / module.bfloat16() (the fp32 masters are made from these).
+void convert_model(torch::nn::Module& model, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : model.parameters(/*recurse=*/true)) {
+    if (p.scalar_type() != at::kFloat) continue;
+    p.set_data(p.to(dtype));
+    if (p.grad().defined()) p.mutable_grad().reset();
+  }
+  for (at::Tensor& b : model.buffers(/*recurse=*/true))
+    if (b.scalar_type() == at::kFloat) b.set_data(b.to(dtype));
+}
+
+std::optional<LossScaler> make_loss_scaler(const Fp16Config& f) {
+  if (!f.enabled) return std::nullopt;
+  LossScalerOptions o;
+  o.dynamic = f.loss_scale == 0;
+  o.static_scale = f.loss_scale == 0 ? 1.0 : f.loss_scale;
+  o.initial_scale = std::ldexp(1.0, f.initial_scale_power);
+  o.scale_window = f.loss_scale_window;
+  o.hysteresis = f.hysteresis;
+  o.consecutive_hysteresis = f.consecutive_hysteresis;
+  o.min_scale = f.min_loss_scale;
+  return LossScaler(o);
+}
+
+StageOptions stage_options(const Config& c) {
+  const ZeroOptimizationConfig& z = c.zero_optimization;
   StageOptions s;
+  s.grad_dtype = dtype_of(c.data_types.grad_accum_dtype);
+  s.comm_dtype = dtype_of(c.communication_data_type);
+  s.prescale_gradients = c.prescale_gradients;
+  s.predivide_factor = c.gradient_predivide_factor;
   s.stage = z.stage;
   s.reduce_bucket_numel = z.reduce_bucket_size;
   s.allgather_bucket_numel = z.allgather_bucket_size;
@@ -197,6 +254,11 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   if (rank == 0)
     for (const auto& w : parsed.warnings) spdlog::warn("[rank 0] config: {}", w.to_string());
   const int stage = config.zero_optimization.stage;
+  impl->compute_dtype = compute_dtype_of(config);
+  impl->scaler = make_loss_scaler(config.fp16);
+  impl->check_overflow =
+      config.fp16.enabled || (config.bf16.enabled && config.bf16.check_grad_overflow);
+  if (impl->compute_dtype != at::kFloat) convert_model(*model, impl->compute_dtype);
 
   // Trainable parameters, each once (tied weights share a TensorImpl), in registration order.
   std::vector<std::pair<std::string, at::Tensor>> ordered;
@@ -213,8 +275,10 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                "different devices: '",
                ordered[0].first, "' on ", ordered[0].second.device(), " and '", name, "' on ",
                p.device(), "; move the whole model to one device first");
-    ZERO_CHECK(p.scalar_type() == at::kFloat, UsageError, "initialize: parameter '", name, "' is ",
-               p.scalar_type(), "; fp32 training needs float32 parameters");
+    ZERO_CHECK(p.scalar_type() == impl->compute_dtype, UsageError, "initialize: parameter '", name,
+               "' is ", p.scalar_type(), " but the config trains in ", impl->compute_dtype,
+               " (fp16/bf16.enabled); give the engine float32 or ", impl->compute_dtype,
+               " parameters");
   }
 
   // Units: wrapped blocks are units 1..K, the rest of the model unit 0.
@@ -237,7 +301,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                "none. Wrap each transformer block: blocks[i] = zero::Sharded(block)");
 
   // Layout order: reverse registration order, which is roughly gradient arrival order.
-  const StageOptions sopts = stage_options(config.zero_optimization);
+  const StageOptions sopts = stage_options(config);
   std::vector<ParamSpec> specs;
   for (auto it = ordered.rbegin(); it != ordered.rend(); ++it) {
     ParamSpec spec;
@@ -282,12 +346,15 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 
   const int64_t padded_numel = impl->stage->layout().total_padded_numel();
   const std::string optimizer_type = config.optimizer.type;
+  const std::string precision =
+      detail::str(c10::toString(impl->compute_dtype),
+                  impl->scaler ? ", loss " + impl->scaler->describe() : std::string());
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
         "[rank 0] ZeRO stage {} on {} ranks: {} trainable parameters ({} elements "
-        "padded), optimizer {}",
-        stage, comm->world_size(), specs.size(), padded_numel, optimizer_type);
+        "padded), optimizer {}, {}",
+        stage, comm->world_size(), specs.size(), padded_numel, optimizer_type, precision);
     spdlog::info("[rank 0] memory: {}", engine.memory_report().to_string());
   }
   return engine;
@@ -308,15 +375,22 @@ void Engine::backward(const at::Tensor& loss) {
   ZERO_CHECK(loss.requires_grad(), UsageError,
              "backward: the loss does not require grad (computed "
              "under NoGradGuard, or from no trainable parameter)");
-  const double value = loss.item<double>();
-  if (!std::isfinite(value))
-    throw NonFiniteLossError(detail::str(
-        "backward: the loss is ", value, " on rank ", s.comm->rank(), " at step ", s.global_steps,
-        " (micro-step ", s.micro_steps, "); fp32 training has no loss scaler to skip the step"));
+  // With an overflow check a non-finite loss skips the step (its gradients are non-finite).
+  if (!s.check_overflow) {
+    const double value = loss.item<double>();
+    if (!std::isfinite(value))
+      throw NonFiniteLossError(detail::str(
+          "backward: the loss is ", value, " on rank ", s.comm->rank(), " at step ", s.global_steps,
+          " (micro-step ", s.micro_steps, "); ",
+          s.compute_dtype == at::kFloat ? "fp32 training" : "bf16 without check_grad_overflow",
+          " has no way to skip the step"));
+  }
   const bool boundary = s.boundary();
   s.stage->start_backward(boundary);
+  // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) float(loss) * scale.
   const int64_t gas = s.config.gradient_accumulation_steps;
   at::Tensor scaled = gas > 1 ? loss / static_cast<double>(gas) : loss;
+  if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
   scaled.backward();
   s.stage->finish_backward();
   s.backward_since_step = true;
@@ -325,11 +399,18 @@ void Engine::backward(const at::Tensor& loss) {
 double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards) const {
   double sum = 0;
   for (const auto& sh : shards) {
-    if (sh.grad.numel() == 0) continue;
-    if (sh.grad.is_cpu() && sh.grad.scalar_type() == at::kFloat && sh.grad.is_contiguous())
-      sum += kernels::sum_squares_cpu(sh.grad.data_ptr<float>(), sh.grad.numel());
+    const at::Tensor& g = sh.grad;
+    if (g.numel() == 0) continue;
+    const bool cpu = g.is_cpu() && g.is_contiguous();
+    if (cpu && g.scalar_type() == at::kFloat)
+      sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());
+    else if (cpu && (g.scalar_type() == at::kHalf || g.scalar_type() == at::kBFloat16))
+      sum += kernels::sum_squares_cpu(
+          static_cast<const uint16_t*>(g.data_ptr()),
+          g.scalar_type() == at::kHalf ? kernels::Half16::kFp16 : kernels::Half16::kBf16,
+          g.numel());
     else
-      sum += sh.grad.to(at::kDouble).square().sum().item<double>();
+      sum += at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble).square().item<double>();
   }
   if (!stage->shards_replicated() && comm->world_size() > 1) {
     at::Tensor t =
@@ -340,22 +421,52 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
   return std::sqrt(sum);
 }
 
+// One optimizer step on the accumulation boundary. The global norm (all ranks' sum of squares,
+// all-reduced) doubles as the overflow check every rank agrees on: any inf/NaN gradient on any
+// rank makes it non-finite everywhere. On overflow the step is skipped as DeepSpeed does:
+// gradients dropped, the LR schedule and Adam's step count stay, global_steps advances.
 void Engine::Impl::optimizer_step() {
   std::vector<OptimizerShard> shards = stage->optimizer_shards();
+  const double scale = scaler ? scaler->scale() : 1.0;
+  const double norm = global_grad_norm(shards) / scale;
+  const bool overflow = check_overflow && !std::isfinite(norm);
+  last_grad_norm = norm;
+  if (scaler) scaler->update(overflow);  // throws LossScaleError at min_loss_scale
+  ++global_steps;
+  if (overflow) {
+    ++skipped_steps;
+    if (comm->rank() == 0)
+      spdlog::info("[rank 0] step {}: inf/NaN gradients, step skipped ({} skipped so far){}",
+                   global_steps, skipped_steps,
+                   scaler ? detail::str("; loss scale ", scale, " -> ", scaler->scale()) : "");
+    stage->zero_grad();
+    return;
+  }
+  // Unscaling and clipping fused into the optimizer: gradients / (scale * clip factor), with
+  // DeepSpeed's factor (norm + 1e-6) / clip applied when it exceeds 1.
+  double divisor = scale;
   const double clip = config.gradient_clipping;
-  last_grad_norm = global_grad_norm(shards);
   if (clip > 0) {
-    const double coef = clip / (last_grad_norm + 1e-6);
-    if (coef < 1)
-      for (auto& sh : shards) sh.grad.mul_(coef);
+    const double factor = (norm + 1e-6) / clip;
+    if (factor > 1) divisor *= factor;
   }
   if (cycle_momentum)
-    if (const auto beta1 = schedule->momentum_at(global_steps))
+    if (const auto beta1 = schedule->momentum_at(scheduler_steps))
       optimizer->set_betas(*beta1, LrSchedule::kCycleBeta2);
-  optimizer->step(shards, schedule->lr_at(global_steps), global_steps + 1);
+  optimizer->step(shards, schedule->lr_at(scheduler_steps), optimizer_steps + 1, divisor);
+  ++optimizer_steps;
+  ++scheduler_steps;
   stage->publish_parameters();
   stage->zero_grad();
-  ++global_steps;
+}
+
+// DeepSpeed's progress line, every steps_per_print optimizer steps on rank 0.
+void Engine::Impl::report_progress() const {
+  const int64_t every = config.steps_per_print;
+  if (comm->rank() != 0 || every <= 0 || global_steps == 0 || global_steps % every != 0) return;
+  std::string scale = scaler ? detail::str(", loss scale ", scaler->scale()) : "";
+  spdlog::info("[rank 0] step {}: skipped {}, lr {:.6g}, grad norm {:.4g}{}", global_steps,
+               skipped_steps, schedule->lr_at(scheduler_steps), last_grad_norm, scale);
 }
 
 void Engine::step() {
@@ -367,8 +478,12 @@ void Engine::step() {
              "); call "
              "engine.backward(loss) once per micro-batch before engine.step()");
   s.backward_since_step = false;
-  if (s.boundary()) s.optimizer_step();
+  const bool boundary = s.boundary();
   ++s.micro_steps;
+  if (boundary) {
+    s.optimizer_step();
+    s.report_progress();
+  }
 }
 
 void Engine::zero_grad() {
@@ -384,7 +499,13 @@ int64_t Engine::micro_steps() const {
   return impl_->micro_steps;
 }
 double Engine::lr() const {
-  return impl_->schedule->lr_at(impl_->global_steps);
+  return impl_->schedule->lr_at(impl_->scheduler_steps);
+}
+double Engine::loss_scale() const {
+  return impl_->scaler ? impl_->scaler->scale() : 1.0;
+}
+int64_t Engine::skipped_steps() const {
+  return impl_->skipped_steps;
 }
 double Engine::last_grad_norm() const {
   return impl_->last_grad_norm;

@@ -44,6 +44,18 @@ FlatStage::FlatStage(const StageOptions& options, std::vector<at::Tensor> params
   rank_ = comm_->rank();
   world_ = comm_->world_size();
   ZERO_ASSERT(world_ == layout_.world_size(), "layout world size ", layout_.world_size());
+  ZERO_CHECK(options_.predivide_factor > 0, ConfigError,
+             "gradient_predivide_factor must be > 0, got ", options_.predivide_factor);
+  // DeepSpeed's split of the average: prescale divides by the world size before the sum;
+  // otherwise 1/predivide before and predivide/world after (a plain average for predivide 1).
+  if (options_.prescale_gradients) {
+    pre_scale_ = 1.0 / world_;
+    post_scale_ = 1.0;
+  } else {
+    pre_scale_ = 1.0 / options_.predivide_factor;
+    post_scale_ = options_.predivide_factor / world_;
+  }
+  average_op_ = !options_.prescale_gradients && options_.predivide_factor == 1.0;
 }
 
 FlatStage::~FlatStage() {
@@ -85,17 +97,26 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     } else {
       compute_shard = b.flat.narrow(0, shard.begin, shard.numel());
     }
+    const c10::ScalarType grad_dtype =
+        options_.grad_dtype == c10::ScalarType::Undefined ? g.dtype : options_.grad_dtype;
     if (reduction_ == GradReduction::kAllReduce) {
-      b.flat_grad = at::zeros({g.padded_numel}, opts);
+      b.flat_grad = at::zeros({g.padded_numel}, opts.dtype(grad_dtype));
+      b.grad_is_view = grad_dtype == g.dtype;
       for (int pi : g.params) {
         const BufferRange r = layout_.slots()[pi].buffer;
-        params_[pi].mutable_grad() =
-            b.flat_grad.narrow(0, r.begin, r.numel()).view(params_[pi].sizes());
+        if (b.grad_is_view)
+          params_[pi].mutable_grad() =
+              b.flat_grad.narrow(0, r.begin, r.numel()).view(params_[pi].sizes());
+        else
+          params_[pi].mutable_grad().reset();
       }
     } else {
-      b.grad_shard = at::zeros({g.shard_numel}, opts);
+      b.grad_shard = at::zeros({g.shard_numel}, opts.dtype(grad_dtype));
       for (int pi : g.params) params_[pi].mutable_grad().reset();
     }
+    if (gi == 0)
+      comm_dtype_ =
+          options_.comm_dtype == c10::ScalarType::Undefined ? grad_dtype : options_.comm_dtype;
     // Stage 0 optimizes the whole buffer; the others this rank's shard.
     if (options_.stage == 0) compute_shard = b.flat;
     b.master_is_alias = g.dtype == at::kFloat;
@@ -113,12 +134,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
 
   // Two staging buffers: one bucket fills while the previous one is reduced.
   if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
-    for (int i = 0; i < 2; ++i) {
-      Slot slot;
-      slot.staging = at::empty({layout_.max_bucket_numel()}, groups_[0].flat.options());
-      slot.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, groups_[0].flat.options());
-      slots_.push_back(slot);
-    }
+    for (int i = 0; i < 2; ++i) slots_.push_back(new_slot());
   }
 
   // Hooks run after AccumulateGrad has put the gradient into param.grad.
@@ -146,6 +162,7 @@ void FlatStage::start_backward(bool boundary) {
   if (reduction_ == GradReduction::kAllReduce) {
     // Someone (model->zero_grad(true), the user) may have replaced .grad: restore the views.
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      if (!groups_[gi].grad_is_view) continue;
       for (int pi : layout_.groups()[gi].params) {
         const BufferRange r = layout_.slots()[pi].buffer;
         at::Tensor view = groups_[gi].flat_grad.narrow(0, r.begin, r.numel());
@@ -164,8 +181,12 @@ void FlatStage::on_grad(int param) {
   at::Tensor& grad = params_[param].mutable_grad();
   ZERO_ASSERT(grad.defined(), "hook without gradient for ", layout_.params()[param].name);
   if (reduction_ == GradReduction::kAllReduce) {
-    at::Tensor view = groups_[ps.group].flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
-    if (grad.data_ptr() != view.data_ptr()) {  // AccumulateGrad replaced our view
+    const GroupBuffers& b = groups_[ps.group];
+    at::Tensor view = b.flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
+    if (!b.grad_is_view) {  // another dtype: accumulate into the buffer, drop autograd's tensor
+      view.add_(grad.reshape({-1}));
+      grad.reset();
+    } else if (grad.data_ptr() != view.data_ptr()) {  // AccumulateGrad replaced our view
       view.add_(grad.reshape({-1}));
       grad = view.view(params_[param].sizes());
     }
@@ -185,6 +206,14 @@ void FlatStage::on_grad(int param) {
     launch_bucket(ps.bucket);
 }
 
+FlatStage::Slot FlatStage::new_slot() const {
+  const auto opts = groups_[0].flat.options().dtype(comm_dtype_);
+  Slot s;
+  s.staging = at::empty({layout_.max_bucket_numel()}, opts);
+  s.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, opts);
+  return s;
+}
+
 int FlatStage::acquire_slot(int bucket) {
   BucketState& bs = buckets_[bucket];
   if (bs.slot >= 0) return bs.slot;
@@ -197,11 +226,7 @@ int FlatStage::acquire_slot(int bucket) {
       if (!slots_[i].busy) free_slot = static_cast<int>(i);
   }
   if (free_slot < 0) {
-    const auto opts = groups_[0].flat.options();
-    Slot s;
-    s.staging = at::empty({layout_.max_bucket_numel()}, opts);
-    s.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, opts);
-    slots_.push_back(s);
+    slots_.push_back(new_slot());
     free_slot = static_cast<int>(slots_.size()) - 1;
     if (slots_.size() > 2)
       spdlog::debug("[rank {}] gradient buckets filled out of order: staging buffer {} allocated",
@@ -221,18 +246,24 @@ void FlatStage::launch_bucket(int bucket) {
   if (reduction_ == GradReduction::kAllReduce) {
     if (world_ == 1) return;
     at::Tensor view = groups_[b.group].flat_grad.narrow(0, b.buffer.begin, b.buffer.numel());
-    pending_.push_back(Pending{bucket, -1, comm_->all_reduce(view, ReduceOp::kAvg)});
+    if (!average_op_) view.mul_(pre_scale_);
+    at::Tensor reduced = view.scalar_type() == comm_dtype_ ? view : view.to(comm_dtype_);
+    WorkHandle work = comm_->all_reduce(reduced, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
+    pending_.push_back(Pending{bucket, -1, std::move(work), reduced, view});
   } else {
     const int slot = acquire_slot(bucket);
     const auto& counts = bucket_counts_[bucket];
     at::Tensor input = slots_[slot].staging.narrow(0, 0, b.buffer.numel());
     at::Tensor output = slots_[slot].recv.narrow(0, 0, counts[rank_]);
     WorkHandle work;
-    if (world_ == 1)
+    if (world_ == 1) {
       output.copy_(input);
-    else
-      work = comm_->reduce_scatter_v(input, output, counts, ReduceOp::kAvg);
-    pending_.push_back(Pending{bucket, slot, work});
+    } else {
+      if (!average_op_) input.mul_(pre_scale_);
+      work = comm_->reduce_scatter_v(input, output, counts,
+                                     average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
+    }
+    pending_.push_back(Pending{bucket, slot, std::move(work), {}, {}});
   }
 }
 
@@ -240,13 +271,19 @@ void FlatStage::finish_pending() {
   Pending p = pending_.front();
   pending_.pop_front();
   if (p.work) p.work->wait();
+  const bool post_scale = world_ > 1 && !average_op_ && post_scale_ != 1.0;
+  if (p.reduced.defined()) {
+    if (post_scale) p.reduced.mul_(post_scale_);
+    if (!p.reduced.is_same(p.target)) p.target.copy_(p.reduced);
+  }
   if (p.slot >= 0) {
     const ShardRange r = layout_.bucket_shard_range(p.bucket, rank_);
     const int group = layout_.buckets()[p.bucket].group;
-    if (!r.empty())
-      groups_[group]
-          .grad_shard.narrow(0, r.begin, r.numel())
-          .add_(slots_[p.slot].recv.narrow(0, 0, r.numel()));
+    if (!r.empty()) {
+      at::Tensor recv = slots_[p.slot].recv.narrow(0, 0, r.numel());
+      if (post_scale) recv.mul_(post_scale_);
+      groups_[group].grad_shard.narrow(0, r.begin, r.numel()).add_(recv);
+    }
     slots_[p.slot].busy = false;
     buckets_[p.bucket].slot = -1;
   }

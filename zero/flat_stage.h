@@ -31,11 +31,13 @@ enum class GradReduction {
 
 struct GroupBuffers {
   at::Tensor flat;         // full compute-dtype parameters; params are views into it
-  at::Tensor flat_grad;    // kAllReduce: full gradients; params' .grad are views into it
+  at::Tensor flat_grad;    // kAllReduce: full gradients (params' .grad are views into it when
+                           // the gradient dtype is the parameters')
   at::Tensor param_shard;  // stage 3 (non-persistent groups): this rank's parameter shard
   at::Tensor grad_shard;   // kReduceScatter: this rank's gradient shard
   at::Tensor master;       // fp32 master shard (an alias when the parameters are fp32)
   bool master_is_alias = true;
+  bool grad_is_view = false;    // kAllReduce with the parameters' dtype: .grad views flat_grad
   bool sharded_params = false;  // stage 3 non-persistent: flat's storage comes and goes
 };
 
@@ -84,6 +86,8 @@ class FlatStage : public Stage {
     int bucket;
     int slot;
     WorkHandle work;
+    at::Tensor reduced;  // kAllReduce: what the collective reduced in place
+    at::Tensor target;   // kAllReduce: where the result belongs (reduced itself, or cast back)
   };
   struct BucketState {
     int arrived = 0;
@@ -92,6 +96,7 @@ class FlatStage : public Stage {
   };
 
   void on_grad(int param);
+  Slot new_slot() const;  // staging + recv in the communication dtype
   int acquire_slot(int bucket);
   void launch_bucket(int bucket);
   void finish_pending();  // the oldest in-flight bucket
@@ -103,7 +108,11 @@ class FlatStage : public Stage {
   std::vector<Slot> slots_;
   std::deque<Pending> pending_;
   at::Tensor gather_in_, gather_out_;  // all-gather staging (publish)
-  bool reduce_now_ = true;             // this micro-step's buckets are reduced
+  c10::ScalarType comm_dtype_ = c10::ScalarType::Undefined;
+  bool average_op_ = true;   // the reduction is ReduceOp::kAvg; else kSum with the scales below
+  double pre_scale_ = 1.0;   // gradients *= this before the sum
+  double post_scale_ = 1.0;  // and *= this after it
+  bool reduce_now_ = true;   // this micro-step's buckets are reduced
   bool in_backward_ = false;
   int64_t recv_numel_ = 0;
 };

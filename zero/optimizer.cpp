@@ -4,11 +4,14 @@
 #include <zero/error.h>
 #include <zero/kernels/adam.h>
 
+#include "cuda_optimizer.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 namespace zero {
 namespace {
@@ -16,6 +19,12 @@ namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
+}
+
+std::optional<kernels::Half16> half16_of(at::ScalarType t) {
+  if (t == at::kHalf) return kernels::Half16::kFp16;
+  if (t == at::kBFloat16) return kernels::Half16::kBf16;
+  return std::nullopt;
 }
 
 void check_shard(const OptimizerShard& s) {
@@ -38,30 +47,44 @@ class AdamOptimizer : public ShardOptimizer {
     }
   }
 
-  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) override {
+  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
+            double grad_scale) override {
     ZERO_ASSERT(shards.size() == exp_avg_.size(), "optimizer state not initialised");
     const bool adamw = options_.kind == OptimizerKind::kAdamW;
+    kernels::AdamParams p{};
+    p.lr = static_cast<float>(lr);
+    p.beta1 = static_cast<float>(options_.beta1);
+    p.beta2 = static_cast<float>(options_.beta2);
+    p.eps = static_cast<float>(options_.eps);
+    p.weight_decay = static_cast<float>(options_.weight_decay);
+    p.adamw_mode = adamw;
+    p.bias_correction = options_.bias_correction;
+    p.step = step;
+    p.grad_scale = static_cast<float>(grad_scale);
+    std::vector<size_t> on_device;
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
       check_shard(s);
       if (s.master.numel() == 0) continue;
-      if (s.master.is_cpu() && s.grad.scalar_type() == at::kFloat && s.grad.is_contiguous()) {
-        kernels::AdamParams p{};
-        p.lr = static_cast<float>(lr);
-        p.beta1 = static_cast<float>(options_.beta1);
-        p.beta2 = static_cast<float>(options_.beta2);
-        p.eps = static_cast<float>(options_.eps);
-        p.weight_decay = static_cast<float>(options_.weight_decay);
-        p.adamw_mode = adamw;
-        p.bias_correction = options_.bias_correction;
-        p.step = step;
-        kernels::adam_step_cpu(p, s.master.data_ptr<float>(), s.grad.data_ptr<float>(),
-                               exp_avg_[i].data_ptr<float>(), exp_avg_sq_[i].data_ptr<float>(),
-                               s.master.numel());
-      } else {
-        step_aten(s.master, s.grad.to(at::kFloat), exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);
+      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous()) {
+        on_device.push_back(i);
+        continue;
       }
+      float* m = exp_avg_[i].data_ptr<float>();
+      float* v = exp_avg_sq_[i].data_ptr<float>();
+      const auto g16 = half16_of(s.grad.scalar_type());
+      if (s.grad.scalar_type() == at::kFloat)
+        kernels::adam_step_cpu(p, s.master.data_ptr<float>(), s.grad.data_ptr<float>(), m, v,
+                               s.master.numel());
+      else if (g16)
+        kernels::adam_step_cpu_mixed(p, s.master.data_ptr<float>(),
+                                     static_cast<const uint16_t*>(s.grad.data_ptr()), *g16, m, v,
+                                     nullptr, *g16, s.master.numel());
+      else
+        step_aten(s.master, s.grad.to(at::kFloat).div(grad_scale), exp_avg_[i], exp_avg_sq_[i], lr,
+                  step, adamw);
     }
+    if (!on_device.empty()) step_device(shards, on_device, p, lr, step, grad_scale);
   }
 
   int64_t state_bytes() const override {
@@ -78,6 +101,19 @@ class AdamOptimizer : public ShardOptimizer {
   }
 
  private:
+  // Shards on a GPU: the fused multi-tensor CUDA kernel when this build has it and LibTorch
+  // can name the current stream, ATen ops otherwise.
+  void step_device(const std::vector<OptimizerShard>& shards, const std::vector<size_t>& which,
+                   const kernels::AdamParams& p, double lr, int64_t step, double grad_scale) {
+    if (detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_)) return;
+    const bool adamw = options_.kind == OptimizerKind::kAdamW;
+    for (size_t i : which) {
+      at::Tensor g = shards[i].grad.to(at::kFloat);
+      if (grad_scale != 1.0) g = g.div(grad_scale);
+      step_aten(shards[i].master, g, exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);
+    }
+  }
+
   // torch.optim.Adam / AdamW with ATen ops: the device-independent path.
   void step_aten(at::Tensor p, at::Tensor g, at::Tensor& m, at::Tensor& v, double lr, int64_t step,
                  bool adamw) const {
@@ -117,12 +153,14 @@ class SgdOptimizer : public ShardOptimizer {
     }
   }
 
-  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) override {
+  void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
+            double grad_scale) override {
     ZERO_ASSERT(shards.size() == buf_.size(), "optimizer state not initialised");
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
       if (s.master.numel() == 0) continue;
       at::Tensor d = s.grad.to(at::kFloat);
+      if (grad_scale != 1.0) d = d.div(grad_scale);
       if (options_.weight_decay != 0) d = d.add(s.master, options_.weight_decay);
       if (options_.momentum != 0) {
         if (step == 1)

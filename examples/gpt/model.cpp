@@ -88,7 +88,9 @@ void GptImpl::wrap_blocks(const std::function<torch::nn::AnyModule(torch::nn::An
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
-  auto logits = forward(tokens);
+  // The loss in fp32 also when the model runs in fp16/bf16 (a 16-bit log-softmax loses the
+  // small differences training follows).
+  auto logits = forward(tokens).to(at::kFloat);
   return F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

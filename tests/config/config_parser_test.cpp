@@ -460,7 +460,7 @@ TEST_CASE("defaults are DeepSpeed's code defaults") {
   CHECK(c.fp16.loss_scale_window == 1000);
   CHECK(c.fp16.hysteresis == 2);
   CHECK(c.fp16.min_loss_scale == 1.0);
-  CHECK(!c.bf16.check_grad_overflow);
+  CHECK(c.bf16.check_grad_overflow);  // our default; DeepSpeed's code has false
   CHECK(c.steps_per_print == 10);
   CHECK(c.gradient_clipping == 0.0);
   CHECK(c.gradient_predivide_factor == 1.0);

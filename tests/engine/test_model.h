@@ -54,6 +54,44 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+// Linear in fp32 whatever the parameters' dtype: LibTorch 1.13's CPU kernels have no fp16
+// matmul, so fp16 models on the CPU cast their weights (their gradients stay fp16).
+inline torch::Tensor cast_linear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return torch::nn::functional::linear(x.to(torch::kFloat), l->weight.to(torch::kFloat),
+                                       l->bias.to(torch::kFloat));
+}
+
+struct CastBlockImpl : torch::nn::Module {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  CastBlockImpl(int width, int hidden) {
+    fc1 = register_module("fc1", torch::nn::Linear(width, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, width));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x + cast_linear(fc2, torch::tanh(cast_linear(fc1, x)));
+  }
+};
+TORCH_MODULE(CastBlock);
+
+// Net's shape (input, two wrapped blocks, head) computing in fp32 from parameters of any dtype.
+struct CastNetImpl : torch::nn::Module {
+  torch::nn::Linear input{nullptr}, head{nullptr};
+  torch::nn::ModuleList blocks;
+  explicit CastNetImpl(int64_t seed) {
+    torch::manual_seed(seed);
+    input = register_module("input", torch::nn::Linear(kIn, kWidth));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int i = 0; i < 2; ++i) blocks->push_back(zero::Sharded(CastBlock(kWidth, kHidden)));
+    head = register_module("head", torch::nn::Linear(kWidth, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = torch::tanh(cast_linear(input, x));
+    for (auto& b : *blocks) h = b->as<zero::ShardedImpl>()->forward(h);
+    return cast_linear(head, h).squeeze(-1);
+  }
+};
+TORCH_MODULE(CastNet);
+
 // Sample i of the data set of `seed`: deterministic, independent of how it is split.
 inline std::pair<torch::Tensor, torch::Tensor> samples(int64_t seed, int64_t first, int64_t count) {
   torch::Tensor x = torch::empty({count, kIn}), y = torch::empty({count});

@@ -58,7 +58,7 @@ struct Fp16Config {
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;
-  bool check_grad_overflow = false;  // DeepSpeed code default (precision_config.py)
+  bool check_grad_overflow = true;  // our default (DeepSpeed's code: false); see docs/config.md
   bool bf16_master_weights_and_grads = false;
   bool bf16_optimizer_states = false;
 };

@@ -30,8 +30,11 @@ class ShardOptimizer {
   virtual ~ShardOptimizer() = default;
   // Allocates the state for these shards (same order and sizes at every step).
   virtual void init_state(const std::vector<OptimizerShard>& shards) = 0;
-  // One step at learning rate lr; `step` is 1-based (the count after this update).
-  virtual void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step) = 0;
+  // One step at learning rate lr; `step` is 1-based (the count after this update). The
+  // gradients are divided by grad_scale first (the loss scale times the clipping factor),
+  // fused into the update where the kernel allows; they are not modified.
+  virtual void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
+                    double grad_scale = 1.0) = 0;
   virtual int64_t state_bytes() const = 0;
   // Adam/AdamW: the betas of the following steps (a schedule's momentum cycling). False, and
   // nothing changes, for an optimizer without betas (SGD).

@@ -6,6 +6,7 @@
 #include <zero/core/layout.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <memory>
@@ -26,9 +27,19 @@ struct StageOptions {
   int64_t max_live_numel = 1000000000;            // stage3_max_live_parameters
   int64_t max_reuse_distance_numel = 1000000000;  // stage3_max_reuse_distance
   int64_t align_bytes = 16;
+  // Mixed precision. Gradient buffers (accumulation, the shards the optimizer reads) and the
+  // buffers collectives run on; Undefined: the parameters' dtype / the gradient dtype.
+  c10::ScalarType grad_dtype = c10::ScalarType::Undefined;  // data_types.grad_accum_dtype
+  c10::ScalarType comm_dtype = c10::ScalarType::Undefined;  // communication_data_type
+  // How gradients are averaged over ranks, as DeepSpeed splits it: multiplied by 1/world
+  // before the sum (prescale_gradients), or by 1/predivide_factor before and
+  // predivide_factor/world after it (gradient_predivide_factor; 1 = a plain average).
+  bool prescale_gradients = false;
+  double predivide_factor = 1.0;
 };
 
-// One shard the optimizer updates: master (fp32) and its gradient, same numel.
+// One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by
+// the loss scale in fp16 training), same numel.
 struct OptimizerShard {
   int group = -1;
   at::Tensor master;

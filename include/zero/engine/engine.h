@@ -52,18 +52,24 @@ class Engine {
   Engine& operator=(Engine&&) noexcept;
   ~Engine();
 
-  // Runs backward of loss / gradient_accumulation_steps (as DeepSpeed does); gradients are
-  // reduced as they are produced. Throws UsageError for a non-scalar loss and
-  // NonFiniteLossError for a NaN/inf loss. Blocks until this micro-step's reductions finished.
+  // Runs backward of loss / gradient_accumulation_steps (times the loss scale in fp16, as
+  // DeepSpeed does); gradients are reduced as they are produced. Throws UsageError for a
+  // non-scalar loss and NonFiniteLossError for a NaN/inf loss where no overflow check can skip
+  // the step (fp32; bf16 without check_grad_overflow). Blocks until this micro-step's
+  // reductions finished.
   void backward(const at::Tensor& loss);
-  // Ends a micro-step. On an accumulation boundary: clipping, the optimizer on this rank's
-  // shards, publishing the updated parameters, LR schedule. Throws UsageError without a
-  // backward() since the last step().
+  // Ends a micro-step. On an accumulation boundary: the overflow check (fp16, or bf16 with
+  // check_grad_overflow: inf/NaN anywhere skips the step and updates the loss scale),
+  // unscaling and clipping, the optimizer on this rank's shards, publishing the updated
+  // parameters, LR schedule. Throws UsageError without a backward() since the last step(),
+  // LossScaleError on an overflow at fp16.min_loss_scale.
   void step();
   void zero_grad();
   bool is_gradient_accumulation_boundary() const;
-  int64_t global_steps() const;   // optimizer steps taken
+  int64_t global_steps() const;   // optimizer steps taken, skipped ones included (DeepSpeed)
   int64_t micro_steps() const;    // step() calls so far
+  int64_t skipped_steps() const;  // steps skipped because a gradient was inf/NaN
+  double loss_scale() const;      // fp16: the current loss scale; 1 otherwise
   double lr() const;              // the learning rate of the next optimizer step
   double last_grad_norm() const;  // global L2 norm before clipping at the last optimizer step
   int rank() const;
