@@ -214,17 +214,41 @@ std::string MemoryReport::to_string() const {
   return out.str();
 }
 
-std::shared_ptr<Communicator> world_communicator() {
+std::shared_ptr<Communicator> world_communicator(Backend backend) {
   static std::mutex mutex;
-  static std::shared_ptr<Communicator> world;
+  static std::map<Backend, std::shared_ptr<Communicator>> worlds;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!world) world = init_communicator(detect_rank_env());
+  auto& world = worlds[backend];
+  if (world) return world;
+  const RankEnv env = detect_rank_env();
+  // Each backend rendezvouses on MASTER_PORT: two in one multi-process job would collide.
+  for (const auto& [other, comm] : worlds)
+    ZERO_CHECK(!comm || other == backend || env.world_size == 1, UsageError,
+               "world_communicator: this process already has a ", to_string(other),
+               " world; a job uses one backend (", to_string(backend),
+               " was asked for). Keep the "
+               "model on one kind of device, or pass a communicator to zero::initialize");
+  CommOptions options;
+  options.backend = backend;
+  world = init_communicator(env, options);
   return world;
 }
 
+namespace {
+
+// NCCL for a model on CUDA (on the parameters' device), Gloo otherwise.
+std::shared_ptr<Communicator> communicator_for(const torch::nn::Module& model) {
+  for (const auto& p : model.parameters(/*recurse=*/true))
+    if (p.is_cuda()) return world_communicator(Backend::kNccl);
+  return world_communicator(Backend::kGloo);
+}
+
+}  // namespace
+
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
                   const std::map<std::string, std::string>& overrides) {
-  auto comm = world_communicator();
+  ZERO_CHECK(model, UsageError, "initialize: no model");
+  auto comm = communicator_for(*model);
   ConfigOptions options;
   options.world_size = comm->world_size();
   options.overrides = overrides;
@@ -232,7 +256,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& c
 }
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config) {
-  return initialize(std::move(model), config, world_communicator());
+  ZERO_CHECK(model, UsageError, "initialize: no model");
+  auto comm = communicator_for(*model);
+  return initialize(std::move(model), config, std::move(comm));
 }
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,

@@ -2,6 +2,7 @@
 // the ZeRO stage, the optimizer on this rank's shards and the LR schedule.
 #pragma once
 
+#include <zero/comm/communicator.h>
 #include <zero/config/config.h>
 #include <zero/error.h>
 
@@ -19,8 +20,6 @@ class Module;
 }
 
 namespace zero {
-
-class Communicator;
 
 // A loss that is NaN or infinite in fp32 training: names the step and the rank.
 class NonFiniteLossError : public Error {
@@ -85,10 +84,14 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-// Builds the world communicator from the environment on first use (zerorun / mpirun / Slurm
-// variables, or a single process) and returns the same one afterwards.
-std::shared_ptr<Communicator> world_communicator();
+// Builds the world communicator of `backend` from the environment on first use (zerorun /
+// mpirun / Slurm variables, or a single process) and returns the same one afterwards. NCCL uses
+// the GPU of LOCAL_RANK. A multi-process job builds one backend: asking for a second one is a
+// UsageError (both would rendezvous on MASTER_PORT).
+std::shared_ptr<Communicator> world_communicator(Backend backend = Backend::kGloo);
 
+// With the world communicator of the model's device: NCCL when its parameters are on CUDA
+// (put the model on cuda:LOCAL_RANK first), Gloo otherwise.
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
                   const std::map<std::string, std::string>& overrides = {});
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config);
