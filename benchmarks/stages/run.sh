@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ZeRO stages 0-3 on the GPT example (bin/zerorun + bin/gpt_train, Gloo on loopback): step time
-# relative to stage 0 and rank 0's model-state bytes against the ZeRO fp32 formula, as a table.
-# Environment: BUILD_DIR (build), RANKS ("2 4"), STEPS (60), PORT (29950), EXTRA (gpt_train args).
+# relative to stage 0 and rank 0's model-state bytes against the ZeRO formula, as a table.
+# Environment: BUILD_DIR (build), RANKS ("2 4"), STEPS (60), PORT (29950), EXTRA (gpt_train args),
+# PRECISION (fp32 | bf16: the example's configs with "bf16": {"enabled": true} added).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -9,6 +10,8 @@ RANKS=${RANKS:-"2 4"}
 STEPS=${STEPS:-60}
 PORT=${PORT:-29950}
 EXTRA=${EXTRA:-}
+PRECISION=${PRECISION:-fp32}
+case "$PRECISION" in fp32|bf16) ;; *) echo "run.sh: PRECISION must be fp32 or bf16" >&2; exit 2;; esac
 zerorun="$BUILD_DIR/bin/zerorun"
 train="$BUILD_DIR/bin/gpt_train"
 for f in "$zerorun" "$train"; do
@@ -21,9 +24,14 @@ trap 'rm -rf "$log_dir"' EXIT
 # to $log_dir/result.
 run_one() {
   local ranks=$1 stage=$2 port=$3 log="$log_dir/r$1_s$2.log"
+  local config="examples/gpt/ds_config_stage$stage.json"
+  if [ "$PRECISION" = bf16 ]; then
+    sed '1a "bf16": {"enabled": true},' "$config" >"$log_dir/config.json"
+    config="$log_dir/config.json"
+  fi
   # shellcheck disable=SC2086
   "$zerorun" --nproc_per_node "$ranks" --master_port "$port" "$train" \
-    --deepspeed_config "examples/gpt/ds_config_stage$stage.json" --steps "$STEPS" $EXTRA >"$log" 2>&1 || {
+    --deepspeed_config "$config" --steps "$STEPS" $EXTRA >"$log" 2>&1 || {
     echo "run.sh: stage $stage on $ranks ranks failed; log:" >&2; tail -20 "$log" >&2; exit 1; }
   awk '
     { sub(/^\[rank [0-9]+\] /, "") }  # zerorun prefixes each line with its rank
@@ -44,17 +52,23 @@ run_one() {
     }' "$log" >"$log_dir/result"
 }
 
-# ZeRO paper, fp32 training with Adam, bytes per rank (ARCHITECTURE.md).
+# ZeRO paper, Adam, bytes per rank (ARCHITECTURE.md): fp32 params+grads+moments 4+4+8 (the
+# params are the master); bf16 params+grads 2+2, fp32 master + moments 12 for the shard.
 formula() {
-  awk -v s="$1" -v p="$2" -v n="$3" 'BEGIN {
-    if (s == 0) b = 16 * p; else if (s == 1) b = 8 * p + 8 * p / n
-    else if (s == 2) b = 4 * p + 12 * p / n; else b = 16 * p / n
+  awk -v s="$1" -v p="$2" -v n="$3" -v prec="$PRECISION" 'BEGIN {
+    if (prec == "bf16") {
+      if (s == 0) b = 16 * p; else if (s == 1) b = 4 * p + 12 * p / n
+      else if (s == 2) b = 2 * p + 14 * p / n; else b = 16 * p / n
+    } else {
+      if (s == 0) b = 16 * p; else if (s == 1) b = 8 * p + 8 * p / n
+      else if (s == 2) b = 4 * p + 12 * p / n; else b = 16 * p / n
+    }
     printf "%.0f", b }'
 }
 
-echo "GPT example, $STEPS steps, fp32, Gloo over loopback on $(nproc) cores; model states of rank 0."
+echo "GPT example, $STEPS steps, $PRECISION, Gloo over loopback on $(nproc) cores; model states of rank 0."
 echo
-echo "| ranks | stage | step ms | vs stage 0 | model states MiB | ZeRO fp32 formula MiB | ratio | stage 3 peak gathered MiB | loss at step $STEPS |"
+echo "| ranks | stage | step ms | vs stage 0 | model states MiB | ZeRO $PRECISION formula MiB | ratio | stage 3 peak gathered MiB | loss at step $STEPS |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for ranks in $RANKS; do
   base=""

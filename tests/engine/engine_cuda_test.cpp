@@ -13,14 +13,7 @@
 #include <cstdlib>
 #include <limits>
 
-#undef CHECK  // glog's, from the torch headers: Catch's below
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <catch2/catch.hpp>
+#include "catch_after_torch.h"
 
 using namespace zero;
 using namespace zero::test;

@@ -8,16 +8,7 @@
 #include "data.h"
 #include "model.h"
 
-// Debian's LibTorch pulls in glog, whose CHECK macros would replace Catch's.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#undef CHECK_THROWS
-#include <catch2/catch.hpp>
+#include "catch_after_torch.h"
 
 namespace {
 const std::string& corpus() {
