@@ -19,6 +19,8 @@
 #include <zero/kernels/adam.h>
 #include <zero/kernels/cpu.h>
 
+#include "bench_args.h"
+
 #include "command.h"
 
 namespace zero::tools {
@@ -46,29 +48,6 @@ struct Result {
   std::string name;
   double elems_per_s;
 };
-
-// 200 log-uniform sizes (1x to 1000x apart) scaled to sum exactly to `total`.
-std::vector<int64_t> mixed_sizes(int64_t total, int count) {
-  std::mt19937 rng(2024);
-  std::uniform_real_distribution<double> log_size(0.0, std::log(1000.0));
-  std::vector<double> w(static_cast<size_t>(count));
-  double sum = 0.0;
-  for (double& x : w) sum += (x = std::exp(log_size(rng)));
-  std::vector<int64_t> sizes;
-  int64_t used = 0;
-  for (int i = 0; i < count; ++i) {
-    int64_t n = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(total) * w[i] / sum));
-    if (i == count - 1) n = std::max<int64_t>(1, total - used);
-    sizes.push_back(n);
-    used += n;
-  }
-  return sizes;
-}
-
-std::string size_label(int64_t n) {
-  if (n % (int64_t{1} << 20) == 0) return std::to_string(n >> 20) + "M";
-  return std::to_string(n);
-}
 
 using Clock = std::chrono::steady_clock;
 

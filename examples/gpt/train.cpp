@@ -8,8 +8,15 @@
 #include <string>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/utils.h>
+#include <torch/version.h>
+#ifdef ZERO_GPT_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <zero/engine/args.h>
 #include <zero/engine/engine.h>
@@ -23,12 +30,15 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
-    "                 [--n-layer L] [--n-head H] [--d-model D] [--context T]";
+    "                 [--n-layer L] [--n-head H] [--d-model D] [--context T]\n"
+    "                 [--device cpu|cuda] [--json_summary]";
 
 struct Options {
   std::string data = ZERO_GPT_DEFAULT_DATA;
   int64_t steps = 0;  // 0: the scheduler's total_num_steps, else 300
   uint64_t seed = 1234;
+  bool cuda = false;          // --device cuda: model and batches on cuda:LOCAL_RANK
+  bool json_summary = false;  // one final JSON line: loss, ms/step, peak memory
   gpt::GptConfig model;
 };
 
@@ -40,6 +50,10 @@ Options parse_options(const std::vector<std::string>& rest) {
   o.model.context = 64;
   for (size_t i = 0; i < rest.size(); ++i) {
     const std::string& flag = rest[i];
+    if (flag == "--json_summary") {
+      o.json_summary = true;
+      continue;
+    }
     ZERO_CHECK(i + 1 < rest.size(), zero::UsageError, flag,
                ": missing value (or unknown argument)\n", kUsage);
     const std::string& value = rest[++i];
@@ -64,7 +78,11 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.model.d_model = number();
     else if (flag == "--context")
       o.model.context = number();
-    else
+    else if (flag == "--device") {
+      ZERO_CHECK(value == "cpu" || value == "cuda", zero::UsageError,
+                 "--device: expected cpu or cuda, got '", value, "'");
+      o.cuda = value == "cuda";
+    } else
       throw zero::UsageError("unknown argument '" + flag + "'\n" + kUsage);
   }
   return o;
@@ -76,6 +94,35 @@ void set_threads() {
   const int ranks_here = local ? std::max(1, std::atoi(local)) : 1;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(std::max(1, cores / ranks_here));
+}
+
+// cuda:LOCAL_RANK (one GPU per rank on a host), after checking that LibTorch sees it.
+torch::Device cuda_device() {
+  ZERO_CHECK(torch::cuda::is_available(), zero::UsageError,
+             "--device cuda: this LibTorch has no CUDA or sees no GPU");
+  const char* local = std::getenv("LOCAL_RANK");
+  const int64_t index = local ? std::atoll(local) : 0;
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  ZERO_CHECK(index < count, zero::UsageError, "LOCAL_RANK ", index, " but only ", count,
+             " CUDA device(s)");
+  return torch::Device(torch::kCUDA, static_cast<torch::DeviceIndex>(index));
+}
+
+// Peak memory for --json_summary: on CUDA the caching allocator's peak of allocated bytes
+// (index 0 of the stat arrays is the aggregate pool in LibTorch 1.13 and 2.x); on the CPU the
+// process's peak resident set.
+int64_t peak_memory_bytes(const torch::Device& device, std::string* source) {
+#ifdef ZERO_GPT_TORCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    *source = "cuda_caching_allocator_peak_allocated";
+    return static_cast<int64_t>(stats.allocated_bytes[0].peak);
+  }
+#endif
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  *source = "cpu_peak_rss";
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 std::string mib(int64_t bytes) {
@@ -98,12 +145,21 @@ int train(int argc, char** argv) {
 
   torch::manual_seed(o.seed);
   auto model = gpt::Gpt(o.model);
+  const torch::Device device = o.cuda ? cuda_device() : torch::Device(torch::kCPU);
+  // The engine picks NCCL when the parameters are on CUDA, so they must be there first.
+  if (o.cuda) model->to(device);
   // ZeRO stage 3 shards block by block; at stages 0-2 the wrapper is a pass-through.
   model->wrap_blocks(
       [](torch::nn::AnyModule block) { return torch::nn::AnyModule(zero::Sharded(block)); });
   zero::Engine engine = zero::initialize(model.ptr(), args.config_path);
 
   const zero::Config& config = engine.config();
+#if TORCH_VERSION_MAJOR < 2
+  ZERO_CHECK(!config.fp16.enabled || o.cuda, zero::UsageError,
+             "fp16 on the CPU: the CPU kernels of LibTorch ", TORCH_VERSION,
+             " have no fp16 matmul; train in bf16 on the CPU (\"bf16\": {\"enabled\": true}) or "
+             "run with --device cuda");
+#endif
   const int rank = engine.rank(), world = engine.world_size();
   const int64_t micro = config.train_micro_batch_size_per_gpu;
   const int64_t accumulation = config.gradient_accumulation_steps;
@@ -123,16 +179,25 @@ int train(int argc, char** argv) {
   }
 
   auto last_print = std::chrono::steady_clock::now();
+  auto after_first_step = last_print;
   int64_t steps_since_print = 0;
+  double first_loss = 0, last_loss = 0;
   for (int64_t step = 0; step < steps; ++step) {
     const double lr = engine.lr();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
       const gpt::Batch batch = data.batch(step, m, rank, world, micro, accumulation);
-      const at::Tensor loss = model->loss(batch.tokens, batch.targets);
+      const at::Tensor loss = o.cuda
+                                  ? model->loss(batch.tokens.to(device), batch.targets.to(device))
+                                  : model->loss(batch.tokens, batch.targets);
       engine.backward(loss);
       engine.step();
       loss_sum += loss.item<double>();
+    }
+    last_loss = loss_sum / static_cast<double>(accumulation);
+    if (step == 0) {
+      first_loss = last_loss;
+      after_first_step = std::chrono::steady_clock::now();
     }
     ++steps_since_print;
     if (rank == 0 && ((step + 1) % print_every == 0 || step == 0 || step + 1 == steps)) {
@@ -148,6 +213,9 @@ int train(int argc, char** argv) {
       std::cout << line;
       if (engine.stage() == 3)
         std::cout << " | peak gathered " << mib(mem.peak_gathered_params_bytes) << " MiB";
+      if (config.fp16.enabled) std::cout << " | loss scale " << engine.loss_scale();
+      if (config.fp16.enabled || engine.skipped_steps() > 0)
+        std::cout << " | skipped " << engine.skipped_steps();
       std::cout << std::endl;
       last_print = now;
       steps_since_print = 0;
@@ -155,6 +223,25 @@ int train(int argc, char** argv) {
   }
   if (rank == 0)
     std::cout << "gpt_train: done, " << engine.global_steps() << " optimizer steps" << std::endl;
+  if (o.json_summary && rank == 0) {
+    if (o.cuda) torch::cuda::synchronize(device.index());
+    // Mean wall time of the steps after the first (which records stage 3's order, warms up).
+    const double later_ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - after_first_step)
+                                .count();
+    const double ms_per_step = steps > 1 ? later_ms / static_cast<double>(steps - 1) : 0.0;
+    std::string source;
+    const int64_t peak = peak_memory_bytes(device, &source);
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"first_loss\": %.6f, \"final_loss\": %.6f, \"ms_per_step\": %.3f, "
+                  "\"peak_memory_bytes\": %lld, "
+                  "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
+                  "\"device\": \"%s\"}",
+                  first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
+                  static_cast<long long>(steps), engine.stage(), world, device.str().c_str());
+    std::cout << line << std::endl;
+  }
   return 0;
 }
 
