@@ -38,6 +38,10 @@ bool cuda_adam_step(const kernels::AdamParams& p, const std::vector<OptimizerSha
   const at::Tensor& first = shards[which[0]].grad;
   const auto grad_type = cuda_dtype(first.scalar_type());
   if (!grad_type || !first.is_cuda()) return false;
+  const at::Tensor& first16 = shards[which[0]].param16;
+  const auto param16_type = first16.defined() ? cuda_dtype(first16.scalar_type())
+                                              : std::optional(kernels::cuda::DType::kBf16);
+  if (!param16_type || *param16_type == kernels::cuda::DType::kFp32) return false;
   std::vector<kernels::cuda::AdamShard> list;
   for (size_t i : which) {
     const OptimizerShard& s = shards[i];
@@ -50,8 +54,7 @@ bool cuda_adam_step(const kernels::AdamParams& p, const std::vector<OptimizerSha
                     exp_avg_sq[i].data_ptr<float>(), nullptr, s.master.numel()});
   }
   c10::cuda::CUDAGuard guard(first.device());
-  kernels::cuda::launch_multi_tensor_adam(p, list.data(), list.size(), *grad_type,
-                                          kernels::cuda::DType::kBf16,
+  kernels::cuda::launch_multi_tensor_adam(p, list.data(), list.size(), *grad_type, *param16_type,
                                           c10::cuda::getCurrentCUDAStream().stream());
   return true;
 }

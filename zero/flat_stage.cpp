@@ -121,6 +121,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     if (options_.stage == 0) compute_shard = b.flat;
     b.master_is_alias = g.dtype == at::kFloat;
     b.master = b.master_is_alias ? compute_shard : compute_shard.to(at::kFloat);
+    b.compute_shard = compute_shard;
   }
 
   // Bucket bookkeeping and staging.
@@ -306,15 +307,16 @@ void FlatStage::zero_grad() {
 }
 
 OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {
-  return OptimizerShard{group, groups_[group].master, grad};
+  const GroupBuffers& b = groups_[group];
+  return OptimizerShard{group, b.master, grad, b.master_is_alias ? at::Tensor() : b.compute_shard};
 }
 
 void FlatStage::all_gather_shard_into_flat(int group) {
   GroupBuffers& b = groups_[group];
   const Group& g = layout_.groups()[group];
   const BufferRange shard = g.shard(rank_);
+  // The optimizer wrote the updated master into `own` (OptimizerShard::param16).
   at::Tensor own = b.sharded_params ? b.param_shard : b.flat.narrow(0, shard.begin, shard.numel());
-  if (!b.master_is_alias) own.copy_(b.master);
   if (b.sharded_params) {
     ZERO_ASSERT(storage_allocated(b.flat), "gathering into a released buffer");
     if (world_ == 1)

@@ -30,12 +30,13 @@ enum class GradReduction {
 };
 
 struct GroupBuffers {
-  at::Tensor flat;         // full compute-dtype parameters; params are views into it
-  at::Tensor flat_grad;    // kAllReduce: full gradients (params' .grad are views into it when
-                           // the gradient dtype is the parameters')
-  at::Tensor param_shard;  // stage 3 (non-persistent groups): this rank's parameter shard
-  at::Tensor grad_shard;   // kReduceScatter: this rank's gradient shard
-  at::Tensor master;       // fp32 master shard (an alias when the parameters are fp32)
+  at::Tensor flat;           // full compute-dtype parameters; params are views into it
+  at::Tensor flat_grad;      // kAllReduce: full gradients (params' .grad are views into it when
+                             // the gradient dtype is the parameters')
+  at::Tensor param_shard;    // stage 3 (non-persistent groups): this rank's parameter shard
+  at::Tensor grad_shard;     // kReduceScatter: this rank's gradient shard
+  at::Tensor master;         // fp32 master shard (an alias when the parameters are fp32)
+  at::Tensor compute_shard;  // what the master mirrors in the parameters' dtype (stage 0: flat)
   bool master_is_alias = true;
   bool grad_is_view = false;    // kAllReduce with the parameters' dtype: .grad views flat_grad
   bool sharded_params = false;  // stage 3 non-persistent: flat's storage comes and goes

@@ -66,23 +66,30 @@ class AdamOptimizer : public ShardOptimizer {
       const OptimizerShard& s = shards[i];
       check_shard(s);
       if (s.master.numel() == 0) continue;
-      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous()) {
+      const bool param16_ok =
+          !s.param16.defined() ||
+          (s.param16.is_cpu() && s.param16.is_contiguous() && half16_of(s.param16.scalar_type()));
+      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous() || !param16_ok) {
         on_device.push_back(i);
         continue;
       }
       float* m = exp_avg_[i].data_ptr<float>();
       float* v = exp_avg_sq_[i].data_ptr<float>();
+      float* master = s.master.data_ptr<float>();
       const auto g16 = half16_of(s.grad.scalar_type());
-      if (s.grad.scalar_type() == at::kFloat)
-        kernels::adam_step_cpu(p, s.master.data_ptr<float>(), s.grad.data_ptr<float>(), m, v,
-                               s.master.numel());
+      const auto p16 = s.param16.defined() ? half16_of(s.param16.scalar_type()) : std::nullopt;
+      uint16_t* out16 = p16 ? static_cast<uint16_t*>(s.param16.data_ptr()) : nullptr;
+      const int64_t n = s.master.numel();
+      if (s.grad.scalar_type() == at::kFloat && !out16)
+        kernels::adam_step_cpu(p, master, s.grad.data_ptr<float>(), m, v, n);
+      else if (s.grad.scalar_type() == at::kFloat)
+        kernels::adam_step_cpu_fp32_grad(p, master, s.grad.data_ptr<float>(), m, v, out16, *p16, n);
       else if (g16)
-        kernels::adam_step_cpu_mixed(p, s.master.data_ptr<float>(),
-                                     static_cast<const uint16_t*>(s.grad.data_ptr()), *g16, m, v,
-                                     nullptr, *g16, s.master.numel());
+        kernels::adam_step_cpu_mixed(p, master, static_cast<const uint16_t*>(s.grad.data_ptr()),
+                                     *g16, m, v, out16, p16 ? *p16 : *g16, n);
       else
-        step_aten(s.master, s.grad.to(at::kFloat).div(grad_scale), exp_avg_[i], exp_avg_sq_[i], lr,
-                  step, adamw);
+        step_aten(s, s.grad.to(at::kFloat).div(grad_scale), exp_avg_[i], exp_avg_sq_[i], lr, step,
+                  adamw);
     }
     if (!on_device.empty()) step_device(shards, on_device, p, lr, step, grad_scale);
   }
@@ -110,13 +117,14 @@ class AdamOptimizer : public ShardOptimizer {
     for (size_t i : which) {
       at::Tensor g = shards[i].grad.to(at::kFloat);
       if (grad_scale != 1.0) g = g.div(grad_scale);
-      step_aten(shards[i].master, g, exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);
+      step_aten(shards[i], g, exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);
     }
   }
 
   // torch.optim.Adam / AdamW with ATen ops: the device-independent path.
-  void step_aten(at::Tensor p, at::Tensor g, at::Tensor& m, at::Tensor& v, double lr, int64_t step,
-                 bool adamw) const {
+  void step_aten(const OptimizerShard& s, at::Tensor g, at::Tensor& m, at::Tensor& v, double lr,
+                 int64_t step, bool adamw) const {
+    at::Tensor p = s.master;
     const double wd = options_.weight_decay;
     if (wd != 0) {
       if (adamw)
@@ -133,6 +141,7 @@ class AdamOptimizer : public ShardOptimizer {
     }
     at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(options_.eps);
     p.addcdiv_(m, denom, -lr / bc1);
+    if (s.param16.defined()) s.param16.copy_(p);
   }
 
   OptimizerOptions options_;
@@ -170,6 +179,7 @@ class SgdOptimizer : public ShardOptimizer {
         d = options_.nesterov ? d.add(buf_[i], options_.momentum) : buf_[i];
       }
       s.master.add_(d, -lr);
+      if (s.param16.defined()) s.param16.copy_(s.master);
     }
   }
 

@@ -235,9 +235,7 @@ StageMemory Stage3::memory() const {
 void Stage3::publish_parameters() {
   for (size_t g = 0; g < groups_.size(); ++g)
     if (!groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
-  for (size_t g = 0; g < groups_.size(); ++g)
-    if (groups_[g].sharded_params && !groups_[g].master_is_alias)
-      groups_[g].param_shard.copy_(groups_[g].master);
+  // Sharded groups: the optimizer wrote the new values into param_shard (param16).
   release(0);
   finish_gather(0);
 }

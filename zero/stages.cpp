@@ -24,10 +24,8 @@ class Stage0 : public FlatStage {
     return out;
   }
   bool shards_replicated() const override { return true; }
-  void publish_parameters() override {
-    for (size_t g = 0; g < groups_.size(); ++g)
-      if (!groups_[g].master_is_alias) groups_[g].flat.copy_(groups_[g].master);
-  }
+  // The optimizer updated the flat buffer itself (fp32: the master is it; 16-bit: param16).
+  void publish_parameters() override {}
 };
 
 // Stage 1: all-reduced full gradients; master and optimizer state for this rank's shard only;

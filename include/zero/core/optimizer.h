@@ -32,7 +32,9 @@ class ShardOptimizer {
   virtual void init_state(const std::vector<OptimizerShard>& shards) = 0;
   // One step at learning rate lr; `step` is 1-based (the count after this update). The
   // gradients are divided by grad_scale first (the loss scale times the clipping factor),
-  // fused into the update where the kernel allows; they are not modified.
+  // fused into the update where the kernel allows; they are not modified. Every shard's
+  // param16, when defined, receives the updated master in its dtype (in the same pass on the
+  // vectorized CPU and CUDA kernels).
   virtual void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
                     double grad_scale = 1.0) = 0;
   virtual int64_t state_bytes() const = 0;

@@ -44,6 +44,9 @@ struct OptimizerShard {
   int group = -1;
   at::Tensor master;
   at::Tensor grad;
+  // fp16/bf16 training: the stage's 16-bit copy of this shard (same numel, contiguous), which
+  // the optimizer overwrites with the updated master in the same pass. Undefined in fp32.
+  at::Tensor param16;
 };
 
 // Bytes this rank allocated, by category (from the tensors actually held).
