@@ -373,7 +373,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   const int64_t padded_numel = impl->stage->layout().total_padded_numel();
   const std::string optimizer_type = config.optimizer.type;
   const std::string precision =
-      detail::str(c10::toString(impl->compute_dtype),
+      detail::str(impl->compute_dtype == at::kFloat  ? "fp32"
+                  : impl->compute_dtype == at::kHalf ? "fp16 with fp32 masters"
+                                                     : "bf16 with fp32 masters",
                   impl->scaler ? ", loss " + impl->scaler->describe() : std::string());
   Engine engine(std::move(impl));
   if (rank == 0) {
