@@ -166,6 +166,9 @@ StageOptions stage_options(const Config& c) {
   const ZeroOptimizationConfig& z = c.zero_optimization;
   StageOptions s;
   s.grad_dtype = dtype_of(c.data_types.grad_accum_dtype);
+  // DeepSpeed's default: bf16 without ZeRO (stage 0) accumulates gradients in fp32.
+  if (c.data_types.grad_accum_dtype.empty() && c.bf16.enabled && z.stage == 0)
+    s.grad_dtype = at::kFloat;
   s.comm_dtype = dtype_of(c.communication_data_type);
   s.prescale_gradients = c.prescale_gradients;
   s.predivide_factor = c.gradient_predivide_factor;

@@ -53,11 +53,12 @@ run_one() {
 }
 
 # ZeRO paper, Adam, bytes per rank (ARCHITECTURE.md): fp32 params+grads+moments 4+4+8 (the
-# params are the master); bf16 params+grads 2+2, fp32 master + moments 12 for the shard.
+# params are the master); bf16 params+grads 2+2, fp32 master + moments 12 for the shard (stage
+# 0: fp32 gradients, DeepSpeed's default without ZeRO).
 formula() {
   awk -v s="$1" -v p="$2" -v n="$3" -v prec="$PRECISION" 'BEGIN {
     if (prec == "bf16") {
-      if (s == 0) b = 16 * p; else if (s == 1) b = 4 * p + 12 * p / n
+      if (s == 0) b = 18 * p; else if (s == 1) b = 4 * p + 12 * p / n
       else if (s == 2) b = 2 * p + 14 * p / n; else b = 16 * p / n
     } else {
       if (s == 0) b = 16 * p; else if (s == 1) b = 8 * p + 8 * p / n

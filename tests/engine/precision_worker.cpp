@@ -340,7 +340,8 @@ void bf16_memory(const std::shared_ptr<Communicator>& comm) {
       Net net(42, 4, true);
       Engine engine = initialize(net.ptr(), parsed, comm);
       const MemoryReport m = engine.memory_report();
-      const int64_t grad_bytes = fp32_grads ? 4 : 2;
+      // bf16 at stage 0 accumulates gradients in fp32 by default, as DeepSpeed does.
+      const int64_t grad_bytes = fp32_grads || stage == 0 ? 4 : 2;
       const int64_t params = stage == 3 ? 2 * psi / world : 2 * psi;
       const int64_t grads = stage <= 1 ? grad_bytes * psi : grad_bytes * psi / world;
       const int64_t master = stage == 0 ? 4 * psi : 4 * psi / world;
