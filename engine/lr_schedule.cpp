@@ -92,8 +92,11 @@ class WarmupLr final : public LrSchedule {
 // base_lr * ratio: warmup from warmup_min_ratio to 1, then a cosine to cos_min_ratio, held there.
 class WarmupCosineLr final : public LrSchedule {
  public:
-  WarmupCosineLr(const WarmupCosineLrParams& p, double base_lr)
-      : p_(p), warmup_num_steps_(std::max<int64_t>(2, p.warmup_num_steps)), base_lr_(base_lr) {}
+  WarmupCosineLr(const SchedulerConfig& p, double base_lr)
+      : p_(p),
+        type_(parse_warmup_type(p.warmup_type)),
+        warmup_num_steps_(std::max<int64_t>(2, p.warmup_num_steps)),
+        base_lr_(base_lr) {}
 
   double lr_at(int64_t step) const override {
     check_step(step);
@@ -105,7 +108,7 @@ class WarmupCosineLr final : public LrSchedule {
   double ratio(int64_t it) const {
     if (it < 0) return 0.0;
     if (it < warmup_num_steps_) {
-      const double r = warmup_gamma(p_.warmup_type, it, warmup_num_steps_);
+      const double r = warmup_gamma(type_, it, warmup_num_steps_);
       return p_.warmup_min_ratio + r * (1.0 - p_.warmup_min_ratio);
     }
     const double real_last_step = static_cast<double>(it - warmup_num_steps_ + 1);
@@ -116,7 +119,8 @@ class WarmupCosineLr final : public LrSchedule {
     return std::max(0.0, p_.cos_min_ratio + (1.0 - p_.cos_min_ratio) * cosine);
   }
 
-  WarmupCosineLrParams p_;
+  SchedulerConfig p_;
+  WarmupType type_;
   int64_t warmup_num_steps_;
   double base_lr_;
 };
@@ -124,7 +128,7 @@ class WarmupCosineLr final : public LrSchedule {
 // One triangular cycle (first half up, second half down, optionally in stairs), then a decay.
 class OneCycle final : public LrSchedule {
  public:
-  explicit OneCycle(const OneCycleParams& p)
+  explicit OneCycle(const SchedulerConfig& p)
       : p_(p),
         first_step_size_(static_cast<double>(p.cycle_first_step_size)),
         second_step_size_(
@@ -188,7 +192,7 @@ class OneCycle final : public LrSchedule {
     return scale;
   }
 
-  OneCycleParams p_;
+  SchedulerConfig p_;
   double first_step_size_, second_step_size_, total_size_, step_ratio_;
   int64_t second_stair_count_;
   bool skip_lr_decay_, skip_mom_decay_;
@@ -197,7 +201,7 @@ class OneCycle final : public LrSchedule {
 // min_lr * (1 + rate * interval), interval = steps / step_size (floored when staircase).
 class LrRangeTest final : public LrSchedule {
  public:
-  explicit LrRangeTest(const LrRangeTestParams& p) : p_(p) {}
+  explicit LrRangeTest(const SchedulerConfig& p) : p_(p) {}
   double lr_at(int64_t step) const override {
     check_step(step);
     double interval = static_cast<double>(step) / static_cast<double>(p_.lr_range_test_step_size);
@@ -207,7 +211,7 @@ class LrRangeTest final : public LrSchedule {
   std::string name() const override { return "LRRangeTest"; }
 
  private:
-  LrRangeTestParams p_;
+  SchedulerConfig p_;
 };
 
 // A schedule resumed at DeepSpeed's `last_batch_iteration` = L >= 0: DeepSpeed then leaves the
@@ -234,56 +238,11 @@ class ResumedSchedule final : public LrSchedule {
 
 std::unique_ptr<LrSchedule> create_fresh(const SchedulerConfig& c, double base_lr) {
   if (c.type.empty()) return make_constant_lr(base_lr);
-  if (c.type == "WarmupLR") {
-    WarmupLrParams p;
-    p.warmup_min_lr = c.warmup_min_lr;
-    p.warmup_max_lr = c.warmup_max_lr;
-    p.warmup_num_steps = c.warmup_num_steps;
-    p.warmup_type = parse_warmup_type(c.warmup_type);
-    return make_warmup_lr(p, base_lr);
-  }
-  if (c.type == "WarmupDecayLR") {
-    WarmupDecayLrParams p;
-    p.total_num_steps = c.total_num_steps;
-    p.warmup_min_lr = c.warmup_min_lr;
-    p.warmup_max_lr = c.warmup_max_lr.value_or(p.warmup_max_lr);
-    p.warmup_num_steps = c.warmup_num_steps;
-    p.warmup_type = parse_warmup_type(c.warmup_type);
-    return make_warmup_decay_lr(p);
-  }
-  if (c.type == "WarmupCosineLR") {
-    WarmupCosineLrParams p;
-    p.total_num_steps = c.total_num_steps;
-    p.warmup_min_ratio = c.warmup_min_ratio;
-    p.warmup_num_steps = c.warmup_num_steps;
-    p.cos_min_ratio = c.cos_min_ratio;
-    p.warmup_type = parse_warmup_type(c.warmup_type);
-    return make_warmup_cosine_lr(p, base_lr);
-  }
-  if (c.type == "OneCycle") {
-    OneCycleParams p;
-    p.cycle_min_lr = c.cycle_min_lr;
-    p.cycle_max_lr = c.cycle_max_lr;
-    p.decay_lr_rate = c.decay_lr_rate;
-    p.cycle_first_step_size = c.cycle_first_step_size;
-    p.cycle_second_step_size = c.cycle_second_step_size;
-    p.cycle_first_stair_count = c.cycle_first_stair_count;
-    p.cycle_second_stair_count = c.cycle_second_stair_count;
-    p.decay_step_size = c.decay_step_size;
-    p.cycle_momentum = c.cycle_momentum;
-    p.cycle_min_mom = c.cycle_min_mom;
-    p.cycle_max_mom = c.cycle_max_mom;
-    p.decay_mom_rate = c.decay_mom_rate;
-    return make_one_cycle(p);
-  }
-  if (c.type == "LRRangeTest") {
-    LrRangeTestParams p;
-    p.lr_range_test_min_lr = c.lr_range_test_min_lr;
-    p.lr_range_test_step_size = c.lr_range_test_step_size;
-    p.lr_range_test_step_rate = c.lr_range_test_step_rate;
-    p.lr_range_test_staircase = c.lr_range_test_staircase;
-    return make_lr_range_test(p);
-  }
+  if (c.type == "WarmupLR") return make_warmup_lr(c, base_lr);
+  if (c.type == "WarmupDecayLR") return make_warmup_decay_lr(c);
+  if (c.type == "WarmupCosineLR") return make_warmup_cosine_lr(c, base_lr);
+  if (c.type == "OneCycle") return make_one_cycle(c);
+  if (c.type == "LRRangeTest") return make_lr_range_test(c);
   throw ConfigError(
       detail::str("scheduler.type: '", c.type,
                   "' is not a schedule; use WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle or "
@@ -306,23 +265,25 @@ std::unique_ptr<LrSchedule> make_constant_lr(double lr) {
   return std::make_unique<ConstantLr>(lr);
 }
 
-std::unique_ptr<LrSchedule> make_warmup_lr(const WarmupLrParams& p, double base_lr) {
+std::unique_ptr<LrSchedule> make_warmup_lr(const SchedulerConfig& p, double base_lr) {
   check_warmup_steps(p.warmup_num_steps);
   return std::make_unique<WarmupLr>(p.warmup_min_lr, p.warmup_max_lr.value_or(base_lr),
-                                    p.warmup_num_steps, p.warmup_type, std::nullopt);
+                                    p.warmup_num_steps, parse_warmup_type(p.warmup_type),
+                                    std::nullopt);
 }
 
-std::unique_ptr<LrSchedule> make_warmup_decay_lr(const WarmupDecayLrParams& p) {
+std::unique_ptr<LrSchedule> make_warmup_decay_lr(const SchedulerConfig& p) {
   check_warmup_steps(p.warmup_num_steps);
   ZERO_CHECK(
       p.total_num_steps > 0, ConfigError,
       "scheduler.params.total_num_steps: WarmupDecayLR needs a positive total_num_steps, got ",
       p.total_num_steps);
-  return std::make_unique<WarmupLr>(p.warmup_min_lr, p.warmup_max_lr, p.warmup_num_steps,
-                                    p.warmup_type, p.total_num_steps);
+  return std::make_unique<WarmupLr>(p.warmup_min_lr, p.warmup_max_lr.value_or(0.001),
+                                    p.warmup_num_steps, parse_warmup_type(p.warmup_type),
+                                    p.total_num_steps);
 }
 
-std::unique_ptr<LrSchedule> make_warmup_cosine_lr(const WarmupCosineLrParams& p, double base_lr) {
+std::unique_ptr<LrSchedule> make_warmup_cosine_lr(const SchedulerConfig& p, double base_lr) {
   check_warmup_steps(p.warmup_num_steps);
   ZERO_CHECK(
       p.total_num_steps > 0, ConfigError,
@@ -331,7 +292,7 @@ std::unique_ptr<LrSchedule> make_warmup_cosine_lr(const WarmupCosineLrParams& p,
   return std::make_unique<WarmupCosineLr>(p, base_lr);
 }
 
-std::unique_ptr<LrSchedule> make_one_cycle(const OneCycleParams& p) {
+std::unique_ptr<LrSchedule> make_one_cycle(const SchedulerConfig& p) {
   ZERO_CHECK(p.cycle_first_step_size > 0, ConfigError,
              "scheduler.params.cycle_first_step_size: must be > 0, got ", p.cycle_first_step_size);
   ZERO_CHECK(p.cycle_second_step_size.value_or(1) > 0, ConfigError,
@@ -344,7 +305,7 @@ std::unique_ptr<LrSchedule> make_one_cycle(const OneCycleParams& p) {
   return std::make_unique<OneCycle>(p);
 }
 
-std::unique_ptr<LrSchedule> make_lr_range_test(const LrRangeTestParams& p) {
+std::unique_ptr<LrSchedule> make_lr_range_test(const SchedulerConfig& p) {
   ZERO_CHECK(p.lr_range_test_step_size > 0, ConfigError,
              "scheduler.params.lr_range_test_step_size: must be > 0, got ",
              p.lr_range_test_step_size);

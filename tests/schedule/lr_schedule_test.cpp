@@ -18,11 +18,11 @@ double approx_eq(double a, double b) {
 }  // namespace
 
 TEST_CASE("WarmupLR linear: min at construction, max only after warmup_num_steps") {
-  WarmupLrParams p;
+  SchedulerConfig p;
   p.warmup_min_lr = 0.1;
   p.warmup_max_lr = 1.1;
   p.warmup_num_steps = 10;
-  p.warmup_type = WarmupType::kLinear;
+  p.warmup_type = "linear";
   auto s = make_warmup_lr(p, /*base_lr=*/123.0);
   CHECK(s->name() == "WarmupLR");
   CHECK(approx_eq(s->lr_at(0), 0.1));   // constructor: last_batch_iteration = -1
@@ -35,7 +35,7 @@ TEST_CASE("WarmupLR linear: min at construction, max only after warmup_num_steps
 }
 
 TEST_CASE("WarmupLR log: gamma = ln(it + 1) / ln(n); max defaults to the optimizer lr") {
-  WarmupLrParams p;  // min 0, log, max absent
+  SchedulerConfig p;  // min 0, log, max absent
   p.warmup_num_steps = 100;
   auto s = make_warmup_lr(p, /*base_lr=*/0.02);
   CHECK(s->lr_at(0) == 0.0);
@@ -47,7 +47,7 @@ TEST_CASE("WarmupLR log: gamma = ln(it + 1) / ln(n); max defaults to the optimiz
 }
 
 TEST_CASE("WarmupLR: warmup_num_steps 1 is raised to 2, 0 is rejected") {
-  WarmupLrParams p;
+  SchedulerConfig p;
   p.warmup_max_lr = 1.0;
   p.warmup_num_steps = 1;
   auto s = make_warmup_lr(p, 0.5);
@@ -63,12 +63,12 @@ TEST_CASE("WarmupLR: warmup_num_steps 1 is raised to 2, 0 is rejected") {
 }
 
 TEST_CASE("WarmupDecayLR: linear decay (total - it) / (total - warmup), floored at 0") {
-  WarmupDecayLrParams p;
+  SchedulerConfig p;
   p.total_num_steps = 1000;
   p.warmup_min_lr = 0.0;
   p.warmup_max_lr = 1.0;
   p.warmup_num_steps = 100;
-  p.warmup_type = WarmupType::kLinear;
+  p.warmup_type = "linear";
   auto s = make_warmup_decay_lr(p);
   CHECK(s->name() == "WarmupDecayLR");
   CHECK(s->lr_at(0) == 0.0);
@@ -79,8 +79,7 @@ TEST_CASE("WarmupDecayLR: linear decay (total - it) / (total - warmup), floored 
   CHECK(s->lr_at(1001) == 0.0);           // it 1000
   CHECK(s->lr_at(2001) == 0.0);           // never negative
 
-  WarmupDecayLrParams
-      defaults;  // DeepSpeed's WarmupDecayLR default max is 0.001, not the optimizer lr
+  SchedulerConfig defaults;  // DeepSpeed's WarmupDecayLR default max is 0.001, not the optimizer lr
   defaults.total_num_steps = 3000;
   auto d = make_warmup_decay_lr(defaults);
   CHECK(approx_eq(d->lr_at(1001), 0.001));  // it 1000: (3000 - 1000) / 2000
@@ -90,23 +89,23 @@ TEST_CASE("WarmupDecayLR: linear decay (total - it) / (total - warmup), floored 
 }
 
 TEST_CASE("WarmupDecayLR: total <= warmup decays over max(1, total - warmup)") {
-  WarmupDecayLrParams p;
+  SchedulerConfig p;
   p.total_num_steps = 10;
   p.warmup_max_lr = 2.0;
   p.warmup_num_steps = 10;
-  p.warmup_type = WarmupType::kLinear;
+  p.warmup_type = "linear";
   auto s = make_warmup_decay_lr(p);
   CHECK(approx_eq(s->lr_at(10), 1.8));  // it 9 in warmup
   CHECK(s->lr_at(11) == 0.0);           // it 10: (10 - 10) / 1
 }
 
 TEST_CASE("WarmupCosineLR: ratio of the optimizer lr, zero before the first step") {
-  WarmupCosineLrParams p;
+  SchedulerConfig p;
   p.total_num_steps = 1100;
   p.warmup_num_steps = 100;
   p.warmup_min_ratio = 0.2;
   p.cos_min_ratio = 0.1;
-  p.warmup_type = WarmupType::kLinear;
+  p.warmup_type = "linear";
   auto s = make_warmup_cosine_lr(p, /*base_lr=*/0.1);
   CHECK(s->name() == "WarmupCosineLR");
   CHECK(s->lr_at(0) == 0.0);             // DeepSpeed: ratio 0 at last_batch_iteration -1
@@ -119,7 +118,7 @@ TEST_CASE("WarmupCosineLR: ratio of the optimizer lr, zero before the first step
   CHECK(approx_eq(s->lr_at(9000), 0.01));  // clamped, does not rise again
   CHECK(approx_eq(s->lr_at(101), 0.1 * (0.1 + 0.9 * (1 + std::cos(M_PI / 1000)) / 2)));
 
-  WarmupCosineLrParams log_params;  // log warmup, defaults: min ratio 0, cos_min_ratio 1e-4
+  SchedulerConfig log_params;  // log warmup, defaults: min ratio 0, cos_min_ratio 1e-4
   log_params.total_num_steps = 200;
   log_params.warmup_num_steps = 100;
   auto l = make_warmup_cosine_lr(log_params, 1.0);
@@ -130,7 +129,7 @@ TEST_CASE("WarmupCosineLR: ratio of the optimizer lr, zero before the first step
 }
 
 TEST_CASE("OneCycle: asymmetric cycle, then decay; momentum cycles inversely") {
-  OneCycleParams p;
+  SchedulerConfig p;
   p.cycle_min_lr = 0.1;
   p.cycle_max_lr = 1.1;
   p.cycle_first_step_size = 10;
@@ -161,7 +160,7 @@ TEST_CASE("OneCycle: asymmetric cycle, then decay; momentum cycles inversely") {
 
 TEST_CASE(
     "OneCycle: without decay parameters lr stays at min and momentum at max after the cycle") {
-  OneCycleParams p;
+  SchedulerConfig p;
   p.cycle_min_lr = 0.01;
   p.cycle_max_lr = 0.03;
   p.cycle_first_step_size = 120;  // second defaults to first: symmetric
@@ -178,7 +177,7 @@ TEST_CASE(
 }
 
 TEST_CASE("OneCycle: stair counts hold lr flat on each stair") {
-  OneCycleParams p;
+  SchedulerConfig p;
   p.cycle_min_lr = 0.1;
   p.cycle_max_lr = 1.1;
   p.cycle_first_step_size = 10;
@@ -196,7 +195,7 @@ TEST_CASE("OneCycle: stair counts hold lr flat on each stair") {
 }
 
 TEST_CASE("LRRangeTest: continuous and staircase") {
-  LrRangeTestParams p;
+  SchedulerConfig p;
   p.lr_range_test_min_lr = 0.01;
   p.lr_range_test_step_size = 10;
   p.lr_range_test_step_rate = 2.0;

@@ -39,55 +39,16 @@ class LrSchedule {
 
 enum class WarmupType { kLog, kLinear };
 
-// Parameters of each schedule with DeepSpeed's constructor defaults (the ds_config `params`).
-struct WarmupLrParams {
-  double warmup_min_lr = 0.0;
-  std::optional<double> warmup_max_lr;  // absent: the optimizer's lr (WarmupLR only)
-  int64_t warmup_num_steps = 1000;      // must be > 0; DeepSpeed uses max(2, n)
-  WarmupType warmup_type = WarmupType::kLog;
-};
-struct WarmupDecayLrParams {
-  int64_t total_num_steps = 0;  // required
-  double warmup_min_lr = 0.0;
-  double warmup_max_lr = 0.001;
-  int64_t warmup_num_steps = 1000;
-  WarmupType warmup_type = WarmupType::kLog;
-};
-struct WarmupCosineLrParams {
-  int64_t total_num_steps = 0;  // required
-  double warmup_min_ratio = 0.0;
-  int64_t warmup_num_steps = 1000;
-  double cos_min_ratio = 0.0001;
-  WarmupType warmup_type = WarmupType::kLog;
-};
-struct OneCycleParams {
-  double cycle_min_lr = 0.0;  // required
-  double cycle_max_lr = 0.0;  // required
-  double decay_lr_rate = 0.0;
-  int64_t cycle_first_step_size = 2000;
-  std::optional<int64_t> cycle_second_step_size;    // absent: cycle_first_step_size
-  int64_t cycle_first_stair_count = 0;              // 0: continuous
-  std::optional<int64_t> cycle_second_stair_count;  // absent: cycle_first_stair_count
-  int64_t decay_step_size = 0;                      // 0: no post-cycle decay
-  bool cycle_momentum = true;
-  double cycle_min_mom = 0.8;
-  double cycle_max_mom = 0.9;
-  double decay_mom_rate = 0.0;
-};
-struct LrRangeTestParams {
-  double lr_range_test_min_lr = 1e-3;
-  int64_t lr_range_test_step_size = 2000;
-  double lr_range_test_step_rate = 1.0;
-  bool lr_range_test_staircase = false;
-};
-
+// Each schedule from the fields of `config` it uses (its type is not checked); the parameters
+// are the ds_config's scheduler `params`, defaults as in DeepSpeed's constructors. Throw
+// ConfigError for invalid values. LrSchedule::create dispatches on config.type to these.
 std::unique_ptr<LrSchedule> make_constant_lr(double lr);
-std::unique_ptr<LrSchedule> make_warmup_lr(const WarmupLrParams& params, double base_lr);
-std::unique_ptr<LrSchedule> make_warmup_decay_lr(const WarmupDecayLrParams& params);
-std::unique_ptr<LrSchedule> make_warmup_cosine_lr(const WarmupCosineLrParams& params,
-                                                  double base_lr);
-std::unique_ptr<LrSchedule> make_one_cycle(const OneCycleParams& params);
-std::unique_ptr<LrSchedule> make_lr_range_test(const LrRangeTestParams& params);
+std::unique_ptr<LrSchedule> make_warmup_lr(const SchedulerConfig& config, double base_lr);
+// warmup_max_lr absent: 0.001 (DeepSpeed's WarmupDecayLR default, not the optimizer's lr).
+std::unique_ptr<LrSchedule> make_warmup_decay_lr(const SchedulerConfig& config);
+std::unique_ptr<LrSchedule> make_warmup_cosine_lr(const SchedulerConfig& config, double base_lr);
+std::unique_ptr<LrSchedule> make_one_cycle(const SchedulerConfig& config);
+std::unique_ptr<LrSchedule> make_lr_range_test(const SchedulerConfig& config);
 
 // "log" or "linear"; DeepSpeed falls back to log (with a warning) for anything else, we throw.
 WarmupType parse_warmup_type(const std::string& text);
