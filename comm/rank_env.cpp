@@ -105,6 +105,16 @@ void expand_host(const std::string& expr, std::vector<std::string>& out) {
   }
 }
 
+// Rank, world size, local rank and local world size from four variables; the local ones
+// default to one node holding the whole job.
+void read_ranks(const GetEnv& env, RankEnv& e, const char* rank, const char* size,
+                const char* local_rank, const char* local_size) {
+  e.rank = parse_int(rank, env(rank), 0);
+  e.world_size = parse_int(size, env(size), 1);
+  e.local_rank = int_or(env, local_rank, e.rank, 0);
+  e.local_world_size = int_or(env, local_size, e.world_size, 1);
+}
+
 }  // namespace
 
 namespace detail {
@@ -143,10 +153,7 @@ RankEnv detect_rank_env(const GetEnv& env) {
 
   if (has("RANK") && has("WORLD_SIZE")) {
     e.source = LaunchSource::kEnv;
-    e.rank = parse_int("RANK", env("RANK"), 0);
-    e.world_size = parse_int("WORLD_SIZE", env("WORLD_SIZE"), 1);
-    e.local_rank = int_or(env, "LOCAL_RANK", e.rank, 0);
-    e.local_world_size = int_or(env, "LOCAL_WORLD_SIZE", e.world_size, 1);
+    read_ranks(env, e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
     check_consistent(e, "env:// (RANK/WORLD_SIZE)");
     return e;
   }
@@ -157,10 +164,8 @@ RankEnv detect_rank_env(const GetEnv& env) {
 
   if (has("OMPI_COMM_WORLD_RANK") && has("OMPI_COMM_WORLD_SIZE")) {
     e.source = LaunchSource::kOpenMpi;
-    e.rank = parse_int("OMPI_COMM_WORLD_RANK", env("OMPI_COMM_WORLD_RANK"), 0);
-    e.world_size = parse_int("OMPI_COMM_WORLD_SIZE", env("OMPI_COMM_WORLD_SIZE"), 1);
-    e.local_rank = int_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", e.rank, 0);
-    e.local_world_size = int_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", e.world_size, 1);
+    read_ranks(env, e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+               "OMPI_COMM_WORLD_LOCAL_SIZE");
     // OpenMPI does not say where rank 0 runs; on one node it is here.
     ZERO_CHECK(has("MASTER_ADDR") || e.local_world_size == e.world_size, ConfigError,
                "OpenMPI launch over several nodes: set MASTER_ADDR to rank 0's host "
