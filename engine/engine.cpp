@@ -427,29 +427,35 @@ void Engine::backward(const at::Tensor& loss) {
   s.backward_since_step = true;
 }
 
+// CPU shards through the vectorized kernels (summed on the host); shards on a GPU summed there
+// and read back once, together with the all-reduce when the shards differ across ranks.
 double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards) const {
-  double sum = 0;
+  double host_sum = 0;
+  at::Tensor device_sum;  // double, on the shards' device
   for (const auto& sh : shards) {
     const at::Tensor& g = sh.grad;
     if (g.numel() == 0) continue;
     const bool cpu = g.is_cpu() && g.is_contiguous();
-    if (cpu && g.scalar_type() == at::kFloat)
-      sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());
-    else if (cpu && (g.scalar_type() == at::kHalf || g.scalar_type() == at::kBFloat16))
-      sum += kernels::sum_squares_cpu(
+    if (cpu && g.scalar_type() == at::kFloat) {
+      host_sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());
+    } else if (cpu && (g.scalar_type() == at::kHalf || g.scalar_type() == at::kBFloat16)) {
+      host_sum += kernels::sum_squares_cpu(
           static_cast<const uint16_t*>(g.data_ptr()),
           g.scalar_type() == at::kHalf ? kernels::Half16::kFp16 : kernels::Half16::kBf16,
           g.numel());
-    else
-      sum += at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble).square().item<double>();
+    } else {
+      at::Tensor sq = at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble).square();
+      device_sum = device_sum.defined() ? device_sum + sq : sq;
+    }
   }
-  if (!stage->shards_replicated() && comm->world_size() > 1) {
-    at::Tensor t =
-        at::full({1}, sum, at::TensorOptions().dtype(at::kFloat).device(shards[0].grad.device()));
-    comm->all_reduce(t, ReduceOp::kSum)->wait();
-    sum = t.item<double>();
-  }
-  return std::sqrt(sum);
+  if (stage->shards_replicated() || comm->world_size() == 1)
+    return std::sqrt(host_sum + (device_sum.defined() ? device_sum.item<double>() : 0.0));
+  // The collectives take fp32 (a sum of squares of finite fp16 gradients fits easily).
+  at::Tensor t = at::full({1}, host_sum,
+                          at::TensorOptions().dtype(at::kFloat).device(shards[0].grad.device()));
+  if (device_sum.defined()) t.add_(device_sum.to(at::kFloat));
+  comm->all_reduce(t, ReduceOp::kSum)->wait();
+  return std::sqrt(t.item<double>());
 }
 
 // One optimizer step on the accumulation boundary. The global norm (all ranks' sum of squares,

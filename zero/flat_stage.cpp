@@ -67,8 +67,17 @@ FlatStage::~FlatStage() {
   }
 }
 
+c10::ScalarType FlatStage::grad_dtype_of(const Group& g) const {
+  return options_.grad_dtype == c10::ScalarType::Undefined ? g.dtype : options_.grad_dtype;
+}
+
 void FlatStage::setup(const std::vector<bool>& sharded_group) {
   const auto& lgroups = layout_.groups();
+  // One communication dtype for the shared staging buffers (the engine gives every group the
+  // same parameter dtype).
+  if (!lgroups.empty())
+    comm_dtype_ = options_.comm_dtype == c10::ScalarType::Undefined ? grad_dtype_of(lgroups[0])
+                                                                    : options_.comm_dtype;
   groups_.resize(lgroups.size());
   const at::Device device = params_.empty() ? at::Device(at::kCPU) : params_[0].device();
   for (size_t gi = 0; gi < lgroups.size(); ++gi) {
@@ -97,8 +106,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     } else {
       compute_shard = b.flat.narrow(0, shard.begin, shard.numel());
     }
-    const c10::ScalarType grad_dtype =
-        options_.grad_dtype == c10::ScalarType::Undefined ? g.dtype : options_.grad_dtype;
+    const c10::ScalarType grad_dtype = grad_dtype_of(g);
     if (reduction_ == GradReduction::kAllReduce) {
       b.flat_grad = at::zeros({g.padded_numel}, opts.dtype(grad_dtype));
       b.grad_is_view = grad_dtype == g.dtype;
@@ -114,9 +122,6 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
       b.grad_shard = at::zeros({g.shard_numel}, opts.dtype(grad_dtype));
       for (int pi : g.params) params_[pi].mutable_grad().reset();
     }
-    if (gi == 0)
-      comm_dtype_ =
-          options_.comm_dtype == c10::ScalarType::Undefined ? grad_dtype : options_.comm_dtype;
     // Stage 0 optimizes the whole buffer; the others this rank's shard.
     if (options_.stage == 0) compute_shard = b.flat;
     b.master_is_alias = g.dtype == at::kFloat;

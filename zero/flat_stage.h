@@ -97,7 +97,8 @@ class FlatStage : public Stage {
   };
 
   void on_grad(int param);
-  Slot new_slot() const;  // staging + recv in the communication dtype
+  Slot new_slot() const;                                // staging + recv in the communication dtype
+  c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
   int acquire_slot(int bucket);
   void launch_bucket(int bucket);
   void finish_pending();  // the oldest in-flight bucket

@@ -19,8 +19,6 @@ using namespace zero::test;
 
 namespace {
 
-using Params = std::vector<std::pair<std::string, torch::Tensor>>;
-
 const char* kFp16Dynamic =
     R"(, "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8, "loss_scale_window": 3, "hysteresis": 2, "min_loss_scale": 1})";
 const char* kBf16 = R"(, "bf16": {"enabled": true})";
@@ -40,20 +38,6 @@ template <typename Model>
 torch::Tensor net_loss(Model& net, const torch::Tensor& x, const torch::Tensor& y, bool poison) {
   const auto dtype = net->input->weight.scalar_type();
   return torch::mse_loss(poisoned(net->forward(x.to(dtype)), poison).to(torch::kFloat), y);
-}
-
-Params to_float(const Params& params) {
-  Params out;
-  for (const auto& [name, t] : params) out.emplace_back(name, t.to(torch::kFloat));
-  return out;
-}
-
-// The largest relative difference (tensor norms) between two parameter lists of one model.
-double max_rel_diff(const Params& a, const Params& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    worst = std::max(worst, rel_diff(a[i].second.to(torch::kFloat), b[i].second.to(torch::kFloat)));
-  return a.size() == b.size() ? worst : std::numeric_limits<double>::infinity();
 }
 
 bool all_equal(const Params& a, const Params& b) {
@@ -209,7 +193,7 @@ Params train_case(const std::shared_ptr<Communicator>& comm, const Case& c, Mode
       engine.backward(net_loss(net, x, y, false));
       engine.step();
     }
-  return to_float(engine.full_parameters());
+  return engine.full_parameters();
 }
 
 // 16-bit training of the test nets against the same engine in fp32.

@@ -13,9 +13,12 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zero::test {
 
@@ -82,6 +85,18 @@ inline ParsedConfig parse(const std::string& json, int world) {
 
 inline double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
+}
+
+using Params = std::vector<std::pair<std::string, torch::Tensor>>;  // Engine::full_parameters()
+
+// The largest rel_diff between the tensors of two parameter lists of one model, in fp32.
+inline double max_rel_diff(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, rel_diff(a[i].second.to(torch::kCPU, torch::kFloat),
+                                     b[i].second.to(torch::kCPU, torch::kFloat)));
+  return worst;
 }
 
 // Sample order: global batch of step s is [s*G, (s+1)*G); micro-step m of rank r takes
