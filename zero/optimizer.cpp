@@ -61,22 +61,23 @@ class AdamOptimizer : public ShardOptimizer {
     p.bias_correction = options_.bias_correction;
     p.step = step;
     p.grad_scale = static_cast<float>(grad_scale);
-    std::vector<size_t> on_device;
+    std::vector<size_t> others;  // not for the CPU kernels: GPU shards, unusual dtypes/layouts
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
       check_shard(s);
       if (s.master.numel() == 0) continue;
+      const auto g16 = half16_of(s.grad.scalar_type());
       const bool param16_ok =
           !s.param16.defined() ||
           (s.param16.is_cpu() && s.param16.is_contiguous() && half16_of(s.param16.scalar_type()));
-      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous() || !param16_ok) {
-        on_device.push_back(i);
+      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous() || !param16_ok ||
+          (s.grad.scalar_type() != at::kFloat && !g16)) {
+        others.push_back(i);
         continue;
       }
       float* m = exp_avg_[i].data_ptr<float>();
       float* v = exp_avg_sq_[i].data_ptr<float>();
       float* master = s.master.data_ptr<float>();
-      const auto g16 = half16_of(s.grad.scalar_type());
       const auto p16 = s.param16.defined() ? half16_of(s.param16.scalar_type()) : std::nullopt;
       uint16_t* out16 = p16 ? static_cast<uint16_t*>(s.param16.data_ptr()) : nullptr;
       const int64_t n = s.master.numel();
@@ -84,14 +85,11 @@ class AdamOptimizer : public ShardOptimizer {
         kernels::adam_step_cpu(p, master, s.grad.data_ptr<float>(), m, v, n);
       else if (s.grad.scalar_type() == at::kFloat)
         kernels::adam_step_cpu_fp32_grad(p, master, s.grad.data_ptr<float>(), m, v, out16, *p16, n);
-      else if (g16)
+      else
         kernels::adam_step_cpu_mixed(p, master, static_cast<const uint16_t*>(s.grad.data_ptr()),
                                      *g16, m, v, out16, p16 ? *p16 : *g16, n);
-      else
-        step_aten(s, s.grad.to(at::kFloat).div(grad_scale), exp_avg_[i], exp_avg_sq_[i], lr, step,
-                  adamw);
     }
-    if (!on_device.empty()) step_device(shards, on_device, p, lr, step, grad_scale);
+    if (!others.empty()) step_others(shards, others, p, lr, step, grad_scale);
   }
 
   int64_t state_bytes() const override {
@@ -109,8 +107,8 @@ class AdamOptimizer : public ShardOptimizer {
 
  private:
   // Shards on a GPU: the fused multi-tensor CUDA kernel when this build has it and LibTorch
-  // can name the current stream, ATen ops otherwise.
-  void step_device(const std::vector<OptimizerShard>& shards, const std::vector<size_t>& which,
+  // can name the current stream; ATen ops otherwise (and for anything the kernels do not take).
+  void step_others(const std::vector<OptimizerShard>& shards, const std::vector<size_t>& which,
                    const kernels::AdamParams& p, double lr, int64_t step, double grad_scale) {
     if (detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_)) return;
     const bool adamw = options_.kind == OptimizerKind::kAdamW;
