@@ -1,4 +1,5 @@
-// LossScaler: DeepSpeed's static and dynamic loss scaling state machine (loss_scaler.py).
+// LossScaler: DeepSpeed's static and dynamic loss scaling state machine
+// (deepspeed/runtime/fp16/loss_scaler.py, DynamicLossScaler.update_scale).
 #include <zero/core/loss_scaler.h>
 
 #include <algorithm>
@@ -38,12 +39,31 @@ void LossScaler::update(bool overflow) {
     last_overflow_iteration_ = iteration_;
   } else {
     if (options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
-    if ((iteration_ - last_overflow_iteration_) % options_.scale_window == 0) {
+    // DeepSpeed's stable_interval: the clean updates since the last overflow (or the start)
+    // before this one, so the scale doubles on the (window + 1)-th clean update.
+    const int64_t stable_interval = iteration_ - last_overflow_iteration_ - 1;
+    if (stable_interval > 0 && stable_interval % options_.scale_window == 0) {
       if (!options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
       scale_ *= options_.scale_factor;
     }
   }
   ++iteration_;
+}
+
+void LossScaler::restore(const State& st) {
+  ZERO_CHECK(st.scale > 0, UsageError, "loss scaler state: scale must be > 0, got ", st.scale);
+  ZERO_CHECK(!options_.dynamic || (st.hysteresis_left >= 1 &&
+                                   st.hysteresis_left <= options_.hysteresis),
+             UsageError, "loss scaler state: hysteresis left ", st.hysteresis_left,
+             " outside [1, ", options_.hysteresis, "] (fp16.hysteresis)");
+  ZERO_CHECK(st.iteration >= 0 && st.last_overflow_iteration >= -1 &&
+                 st.last_overflow_iteration < st.iteration,
+             UsageError, "loss scaler state: last overflow at iteration ",
+             st.last_overflow_iteration, " is not before iteration ", st.iteration);
+  scale_ = options_.dynamic ? st.scale : options_.static_scale;
+  hysteresis_left_ = st.hysteresis_left;
+  iteration_ = st.iteration;
+  last_overflow_iteration_ = st.last_overflow_iteration;
 }
 
 std::string LossScaler::describe() const {

@@ -64,7 +64,7 @@ Params train_steps(Engine& engine, Model& net, const std::vector<int>& data_step
 }
 
 // fp16, dynamic scale 2^8, window 3, hysteresis 2, inf injected at steps 2, 3 and 7: the
-// scale follows DeepSpeed's rules (worked out by hand below), skipped steps leave parameters,
+// scale follows DeepSpeed's update_scale (worked out below), skipped steps leave parameters,
 // LR schedule and Adam's step count alone, and the result equals training on the other
 // steps' data alone.
 void dynamic_scaling(const std::shared_ptr<Communicator>& comm, int stage) {
@@ -76,9 +76,12 @@ void dynamic_scaling(const std::shared_ptr<Communicator>& comm, int stage) {
       R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.001, "warmup_max_lr": 0.01, "warmup_num_steps": 8, "warmup_type": "linear"}})";
   const ParsedConfig parsed = parse(config_json(c, world), world);
   auto schedule = LrSchedule::create(parsed.config.scheduler, parsed.config.optimizer.lr);
-  // iteration:       0    1    2(ovf: hysteresis 2->1)  3(ovf: 256->128)  4    5
-  //                  6(3 clean since 3: x2)  7(ovf: hysteresis 2->1)  8    9
-  const std::vector<double> scale_after = {256, 256, 256, 128, 128, 128, 256, 256, 256, 256};
+  // DeepSpeed's update_scale (loss_scaler.py): stable_interval = iter - last_overflow - 1 must
+  // be a positive multiple of the window to double, and only a doubling restores hysteresis.
+  // iteration: 0, 1 (stable 0, 1)  2 (ovf: hysteresis 2->1)  3 (ovf: 256->128)
+  //            4, 5, 6 (stable 0, 1, 2: no doubling yet)  7 (ovf, hysteresis still 1: 128->64)
+  //            8, 9 (stable 0, 1)
+  const std::vector<double> scale_after = {256, 256, 256, 128, 128, 128, 128, 64, 64, 64};
   const std::set<int> poison = {2, 3, 7};
   const std::vector<int> all_steps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 

@@ -1,6 +1,6 @@
 // The fp16 loss scaler with DeepSpeed's rules: a static scale, or a dynamic one that halves
-// after `hysteresis` overflows, doubles after `scale_window` clean steps, and refuses to go
-// below min_scale with an error instead of training on garbage.
+// after `hysteresis` overflows, doubles once `scale_window` clean updates have passed since the
+// last overflow (on the next clean one), and errors instead of halving below min_scale.
 #pragma once
 
 #include <zero/error.h>
@@ -42,11 +42,25 @@ class LossScaler {
   //  - overflow with one hysteresis left (or hysteresis 1): scale = max(scale / factor,
   //    min_scale); throws LossScaleError when the scale already is min_scale;
   //  - overflow otherwise: one hysteresis is used up, the scale stays;
-  //  - no overflow: consecutive_hysteresis restores the hysteresis; every scale_window-th
-  //    iteration since the last overflow doubles the scale (and, without
-  //    consecutive_hysteresis, restores the hysteresis).
+  //  - no overflow: consecutive_hysteresis restores the hysteresis; with stable_interval =
+  //    iteration - last_overflow_iteration - 1 (last_overflow_iteration starts at -1), a
+  //    positive stable_interval divisible by scale_window doubles the scale (and, without
+  //    consecutive_hysteresis, restores the hysteresis): the (window + 1)-th clean update after
+  //    an overflow or the start doubles it.
   // The state is unchanged when it throws.
   void update(bool overflow);
+
+  // The dynamic state, for checkpoints: restore(state()) continues exactly where it stopped.
+  struct State {
+    double scale = 1.0;
+    int hysteresis_left = 1;
+    int64_t iteration = 0;
+    int64_t last_overflow_iteration = -1;
+  };
+  State state() const { return {scale_, hysteresis_left_, iteration_, last_overflow_iteration_}; }
+  // Throws UsageError for a state no sequence of updates can reach (scale <= 0, hysteresis
+  // outside [1, hysteresis] for a dynamic scaler, last overflow not before the iteration).
+  void restore(const State& state);
 
   // "scale 1024 (hysteresis 2/2, iteration 7)" for logs.
   std::string describe() const;
