@@ -1,6 +1,8 @@
 // Engine and zero::initialize: collects the model's trainable parameters and wrapped blocks,
 // checks that all ranks agree, builds the layout, stage, optimizer and LR schedule, and runs
 // backward / step with DeepSpeed's accumulation, clipping and scheduling semantics.
+#include "engine_impl.h"
+
 #include <zero/comm/process_group.h>
 #include <zero/core/loss_scaler.h>
 #include <zero/core/optimizer.h>
@@ -23,37 +25,6 @@
 #include <unordered_set>
 
 namespace zero {
-
-struct Engine::Impl {
-  std::shared_ptr<torch::nn::Module> model;
-  Config config;
-  std::shared_ptr<Communicator> comm;
-  std::vector<at::Tensor> params;  // layout order
-  std::vector<std::string> names;  // layout order
-  std::vector<ShardedImpl*> wrappers;
-  std::unique_ptr<Stage> stage;
-  std::unique_ptr<ShardOptimizer> optimizer;
-  std::unique_ptr<LrSchedule> schedule;
-  int64_t micro_steps = 0;
-  int64_t global_steps = 0;     // optimizer steps attempted, skipped ones included (DeepSpeed)
-  int64_t skipped_steps = 0;    // steps skipped for inf/NaN gradients
-  int64_t optimizer_steps = 0;  // updates applied: Adam's bias-correction count
-  int64_t scheduler_steps = 0;  // the LR schedule's position: does not advance on a skip
-  bool backward_since_step = false;
-  double last_grad_norm = 0;
-  bool cycle_momentum = false;  // the schedule sets beta1 (and beta2) before each step
-  at::ScalarType compute_dtype = at::kFloat;
-  std::optional<LossScaler> scaler;  // fp16 only
-  bool check_overflow = false;       // fp16, or bf16 with check_grad_overflow: skip on inf/NaN
-
-  ~Impl() {
-    for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);
-  }
-  bool boundary() const { return (micro_steps + 1) % config.gradient_accumulation_steps == 0; }
-  double global_grad_norm(const std::vector<OptimizerShard>& shards) const;
-  void optimizer_step();
-  void report_progress() const;
-};
 
 namespace {
 
@@ -467,7 +438,6 @@ void Engine::Impl::optimizer_step() {
   const double scale = scaler ? scaler->scale() : 1.0;
   const double norm = global_grad_norm(shards) / scale;
   const bool overflow = check_overflow && !std::isfinite(norm);
-  last_grad_norm = norm;
   if (scaler) scaler->update(overflow);  // throws LossScaleError at min_loss_scale
   ++global_steps;
   if (overflow) {
@@ -477,8 +447,9 @@ void Engine::Impl::optimizer_step() {
                    global_steps, skipped_steps,
                    scaler ? detail::str("; loss scale ", scale, " -> ", scaler->scale()) : "");
     stage->zero_grad();
-    return;
+    return;  // the reported norm stays the last applied step's, as DeepSpeed's optimizers do
   }
+  last_grad_norm = norm;
   // Unscaling and clipping fused into the optimizer: gradients / (scale * clip factor), with
   // DeepSpeed's factor (norm + 1e-6) / clip applied when it exceeds 1.
   double divisor = scale;

@@ -1,5 +1,6 @@
-// LR schedules against values worked out by hand from DeepSpeed's lr_schedules.py formulas,
-// at chosen steps (step = scheduler steps taken = DeepSpeed's last_batch_iteration + 1).
+// LR schedules at chosen steps, with values worked out by hand to show the behaviour (step =
+// scheduler steps taken = DeepSpeed's last_batch_iteration + 1). The reference is DeepSpeed's
+// code itself: lr_schedule_deepspeed_test.cpp runs a transcription of lr_schedules.py beside us.
 #include <catch2/catch.hpp>
 
 #include <cmath>

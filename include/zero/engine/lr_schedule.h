@@ -1,5 +1,6 @@
 // Learning-rate schedules with DeepSpeed's formulas (deepspeed/runtime/lr_schedules.py):
 // WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle (with momentum cycling) and LRRangeTest.
+// tests/schedule/lr_schedule_deepspeed_test.cpp checks them step by step against a transcription.
 #pragma once
 
 #include <cstdint>
