@@ -447,6 +447,9 @@ void Engine::Impl::optimizer_step() {
                    global_steps, skipped_steps,
                    scaler ? detail::str("; loss scale ", scale, " -> ", scaler->scale()) : "");
     stage->zero_grad();
+    // Unchanged parameters, but stage 3 released every unit at the end of backward and gathers
+    // the rest of the model (unit 0) for the next forward here.
+    stage->publish_parameters();
     return;  // the reported norm stays the last applied step's, as DeepSpeed's optimizers do
   }
   last_grad_norm = norm;

@@ -92,6 +92,10 @@ class AdamOptimizer : public ShardOptimizer {
     if (!others.empty()) step_others(shards, others, p, lr, step, grad_scale);
   }
 
+  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<at::Tensor> state(size_t shard) const override {
+    return {exp_avg_.at(shard), exp_avg_sq_.at(shard)};
+  }
   int64_t state_bytes() const override {
     int64_t n = 0;
     for (size_t i = 0; i < exp_avg_.size(); ++i)
@@ -181,6 +185,14 @@ class SgdOptimizer : public ShardOptimizer {
     }
   }
 
+  std::vector<std::string> state_kinds() const override {
+    if (options_.momentum == 0) return {};
+    return {"momentum_buffer"};
+  }
+  std::vector<at::Tensor> state(size_t shard) const override {
+    if (options_.momentum == 0) return {};
+    return {buf_.at(shard)};
+  }
   int64_t state_bytes() const override {
     int64_t n = 0;
     for (const auto& b : buf_)

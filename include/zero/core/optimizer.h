@@ -38,6 +38,11 @@ class ShardOptimizer {
   virtual void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
                     double grad_scale = 1.0) = 0;
   virtual int64_t state_bytes() const = 0;
+  // The state tensors of shard `shard` (fp32, the master's numel), one per name of
+  // state_kinds() in that order ("exp_avg", "exp_avg_sq" for Adam; "momentum_buffer" for SGD
+  // with momentum; none otherwise). Writable: a checkpoint load fills them in place.
+  virtual std::vector<std::string> state_kinds() const = 0;
+  virtual std::vector<at::Tensor> state(size_t shard) const = 0;
   // Adam/AdamW: the betas of the following steps (a schedule's momentum cycling). False, and
   // nothing changes, for an optimizer without betas (SGD).
   virtual bool set_betas(double beta1, double beta2) { return false; }

@@ -7,10 +7,12 @@
 #include <zero/error.h>
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,21 @@ struct MemoryReport {
     return parameters_bytes + gradients_bytes + master_params_bytes + optimizer_states_bytes;
   }
   std::string to_string() const;
+};
+
+// How load_checkpoint treats the checkpoint (DeepSpeed's load_checkpoint arguments, plus ours).
+struct LoadOptions {
+  bool load_optimizer_states = true;     // moments and Adam's step count; else they start fresh
+  bool load_lr_scheduler_states = true;  // the LR schedule's position
+  bool load_module_only = false;  // parameters (and buffers) only: no optimizer, counters, scaler
+  bool load_module_strict = true;  // every parameter and buffer of the model and the checkpoint match
+  bool allow_reshard = true;       // false: a different world size or stage is an error
+  bool verify_checksums = false;   // recompute every file's CRC32C before reading (reads it all)
+};
+
+struct LoadedCheckpoint {
+  std::string path;  // the checkpoint directory that was loaded
+  nlohmann::json client_state = nlohmann::json::object();
 };
 
 class Engine {
@@ -79,6 +96,29 @@ class Engine {
   // Collective: full copies of every trainable parameter (stage 3 gathers each block), keyed
   // by the first name under which the model registers it.
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
+
+  // Checkpoints (docs/checkpoint.md). Collective: every rank calls them with the same arguments.
+  // Saves everything the run needs to continue exactly (parameters and fp32 masters, optimizer
+  // state and step counts, LR schedule position, loss scaler, step counters, RNG state, the
+  // config's hash and `client_state`) as save_dir/<tag>/ (default tag global_step<N>), written
+  // to a temporary directory and renamed into place when complete; then save_dir/latest names
+  // the tag. Returns the checkpoint's directory. Call it on a gradient accumulation boundary.
+  // Throws CheckpointError (the previous checkpoint and `latest` left intact) when any rank
+  // cannot write.
+  std::string save_checkpoint(const std::string& save_dir, const std::string& tag = "",
+                              const nlohmann::json& client_state = nlohmann::json::object());
+  // Loads load_dir/<tag> (tag "": the one `latest` names), saved by any world size and stage;
+  // each rank reads only the ranges of its own shard. std::nullopt, with a warning, when tag is
+  // empty and there is no `latest` (DeepSpeed's (None, None)). Throws CheckpointError for a
+  // missing, corrupt or mismatching checkpoint, naming the file and tensor.
+  std::optional<LoadedCheckpoint> load_checkpoint(const std::string& load_dir,
+                                                  const std::string& tag = "",
+                                                  const LoadOptions& options = {});
+  // Rank 0 writes the full parameters and buffers (gathered at stage 3) in the training dtype
+  // as one safetensors file save_dir/file_name (DeepSpeed's save_16bit_model; fp32 when
+  // training in fp32), atomically.
+  void save_16bit_model(const std::string& save_dir,
+                        const std::string& file_name = "model.safetensors");
 
  private:
   std::unique_ptr<Impl> impl_;

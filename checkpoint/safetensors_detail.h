@@ -1,0 +1,21 @@
+// Internals shared by the safetensors header parser, reader and writer: the checked size of a
+// tensor and the text of a shape in error messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <zero/checkpoint/safetensors.h>
+
+namespace zero::ckpt::detail {
+
+// numel * dtype_bytes, or nullopt when a dimension is negative or a product overflows int64.
+std::optional<int64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype);
+
+// "[2, 3]"
+std::string shape_text(const std::vector<int64_t>& shape);
+
+}  // namespace zero::ckpt::detail

@@ -1,0 +1,219 @@
+// Engine::load_checkpoint: matches the checkpoint's parameters to the model by name and shape,
+// then each rank reads the element ranges its own optimizer shard holds (whatever world size
+// and stage saved them), refreshes its 16-bit copy, publishes the parameters and restores the
+// counters, schedule, loss scaler and RNG.
+#include "checkpoint_io.h"
+#include "checkpoint_state.h"
+
+#include <zero/checkpoint/reader.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <sstream>
+
+namespace zero {
+
+using detail::StatePiece;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+// For each of the model's parameters, its index in the checkpoint; throws listing the first few
+// mismatches (missing, extra, shape) in one message.
+std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
+                              const std::string& dir, bool strict) {
+  std::vector<std::string> problems;
+  std::vector<int> index(s.params.size(), -1);
+  std::vector<bool> used(m.params.size(), false);
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const int k = m.find_param(s.names[i]);
+    if (k < 0) {
+      problems.push_back("'" + s.names[i] + "' is not in the checkpoint");
+      continue;
+    }
+    used[k] = true;
+    const auto sizes = s.params[i].sizes();
+    const std::vector<int64_t> shape(sizes.begin(), sizes.end());
+    if (shape != m.params[k].shape) {
+      problems.push_back("'" + s.names[i] + "' has shape " + shape_text(shape) +
+                         " in the model but " + shape_text(m.params[k].shape) +
+                         " in the checkpoint");
+      continue;
+    }
+    index[i] = k;
+  }
+  if (strict)
+    for (size_t k = 0; k < m.params.size(); ++k)
+      if (!used[k]) problems.push_back("'" + m.params[k].name + "' is not in the model");
+  if (problems.empty()) return index;
+  std::ostringstream msg;
+  msg << "load_checkpoint: " << dir << " is not a checkpoint of this model: " << problems.size()
+      << " mismatch(es): ";
+  for (size_t i = 0; i < problems.size() && i < 5; ++i) msg << (i ? "; " : "") << problems[i];
+  if (problems.size() > 5) msg << "; ...";
+  if (!strict) msg << " (load_module_strict=false ignores only extra checkpoint parameters)";
+  throw CheckpointError(msg.str());
+}
+
+void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) {
+  const ckpt::Manifest& m = reader.manifest();
+  at::NoGradGuard no_grad;
+  for (const auto& [name, t] : detail::module_buffers(s)) {
+    auto it = std::find_if(m.buffers.begin(), m.buffers.end(),
+                           [&](const ckpt::ManifestBuffer& b) { return b.name == name; });
+    if (it == m.buffers.end()) {
+      ZERO_CHECK(!strict, CheckpointError, "load_checkpoint: ", reader.dir(), ": buffer '", name,
+                 "' of the model is not in the checkpoint (load_module_strict)");
+      continue;
+    }
+    const std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    ZERO_CHECK(it->shape == shape, CheckpointError, "load_checkpoint: ", reader.dir(),
+               ": buffer '", name, "' has shape ", shape_text(shape), " in the model but ",
+               shape_text(it->shape), " in the checkpoint");
+    at::Tensor host = at::empty(t.sizes(), at::TensorOptions().dtype(
+                                               detail::scalar_type_of(it->dtype)));
+    reader.read_tensor(0, ckpt::buffer_tensor_name(name), *ckpt::parse_dtype(it->dtype),
+                       static_cast<int64_t>(host.nbytes()), host.data_ptr());
+    at::Tensor target = t;
+    target.copy_(host);
+  }
+}
+
+}  // namespace
+
+std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_dir,
+                                                        const std::string& tag,
+                                                        const LoadOptions& options) {
+  Impl& s = *impl_;
+  const int rank = s.comm->rank();
+  const at::Device device = s.params[0].device();
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<std::string> dir;
+  std::optional<ckpt::CheckpointReader> reader;
+  // Every rank resolves and validates; a failure anywhere is an error everywhere.
+  detail::agree(s, "opening " + load_dir, device, [&] {
+    dir = ckpt::resolve_checkpoint_dir(load_dir, tag);
+    if (dir) reader.emplace(*dir);
+  });
+  const auto found = detail::all_gather_values(*s.comm, {dir ? 1 : 0}, device);
+  if (std::count(found.begin(), found.end(), 0) > 0) {
+    ZERO_CHECK(std::count(found.begin(), found.end(), 1) == 0, CheckpointError,
+               "load_checkpoint: ", load_dir, "/latest exists on some ranks only (",
+               "checkpoint.use_node_local_storage needs the same checkpoint on every node)");
+    if (rank == 0)
+      spdlog::warn("[rank 0] load_checkpoint: no checkpoint in {} ({} missing); starting fresh",
+                   load_dir, ckpt::kLatestFile);
+    return std::nullopt;
+  }
+  const ckpt::Manifest& m = reader->manifest();
+  const int stage = s.stage->stage();
+  const bool module_only = options.load_module_only;
+  const bool load_optimizer = options.load_optimizer_states && !module_only;
+
+  detail::agree(s, "checking " + *dir, device, [&] {
+    ZERO_CHECK(options.allow_reshard || (m.world_size == s.comm->world_size() && m.stage == stage),
+               CheckpointError, "load_checkpoint: ", *dir, " was saved by ", m.world_size,
+               " ranks at ZeRO stage ", m.stage, "; this job has ", s.comm->world_size(),
+               " ranks at stage ", stage, " and allow_reshard is false");
+    const std::vector<std::string> kinds = s.optimizer->state_kinds();
+    if (load_optimizer)
+      for (const auto& k : kinds)
+        ZERO_CHECK(std::count(m.state_kinds.begin(), m.state_kinds.end(), k), CheckpointError,
+                   "load_checkpoint: ", *dir, " was saved with optimizer ", m.optimizer,
+                   ", which has no '", k, "' state for this job's ", s.config.optimizer.type,
+                   "; load with load_optimizer_states=false to start its state fresh");
+    if (options.verify_checksums)
+      for (int r = rank; r < m.world_size; r += s.comm->world_size()) reader->verify({r});
+  });
+
+  std::vector<int> index;
+  detail::agree(s, "matching " + *dir, device, [&] {
+    index = match_params(s, m, *dir, options.load_module_strict);
+  });
+
+  // Masters (and optimizer states) of the ranges this rank's shards hold.
+  s.stage->release_all();
+  const std::vector<OptimizerShard> shards = s.stage->optimizer_shards();
+  const std::vector<std::string> kinds = s.optimizer->state_kinds();
+  detail::agree(s, "reading " + *dir, device, [&] {
+    std::vector<float> buffer;
+    for (const StatePiece& p :
+         detail::held_pieces(s.stage->layout(), stage, rank)) {
+      const int64_t n = p.param_end - p.param_begin;
+      buffer.resize(static_cast<size_t>(n));
+      auto fill = [&](const std::string& kind, const at::Tensor& state) {
+        reader->read_state(kind, index[p.param], p.param_begin, p.param_end, buffer.data());
+        state.narrow(0, p.state_offset, n)
+            .copy_(at::from_blob(buffer.data(), {n}, at::TensorOptions().dtype(at::kFloat)));
+      };
+      fill("master", shards[p.shard].master);
+      if (load_optimizer) {
+        const std::vector<at::Tensor> states = s.optimizer->state(p.shard);
+        for (size_t k = 0; k < kinds.size(); ++k) fill(kinds[k], states[k]);
+      }
+    }
+    load_buffers(s, *reader, options.load_module_strict);
+  });
+  if (!load_optimizer)  // fresh moments for the loaded masters
+    for (size_t g = 0; g < shards.size(); ++g)
+      for (const at::Tensor& t : s.optimizer->state(g)) t.zero_();
+  {
+    at::NoGradGuard no_grad;
+    for (const OptimizerShard& sh : shards)
+      if (sh.param16.defined()) sh.param16.copy_(sh.master);
+  }
+  s.stage->publish_parameters();
+  s.stage->zero_grad();
+
+  if (!module_only) {
+    s.global_steps = m.global_steps;
+    s.micro_steps = m.micro_steps;
+    s.skipped_steps = m.skipped_steps;
+    if (load_optimizer) s.optimizer_steps = m.optimizer_steps;
+    if (options.load_lr_scheduler_states) s.scheduler_steps = m.scheduler_steps;
+    if (s.scaler && m.loss_scaler) {
+      const ckpt::LossScalerState& l = *m.loss_scaler;
+      s.scaler->restore({l.scale, l.hysteresis_left, l.iteration, l.last_overflow_iteration});
+    }
+    // Each rank continues its own random stream when the world size is unchanged.
+    if (rank < m.world_size) {
+      const ckpt::TensorInfo* t = reader->find_tensor(rank, ckpt::kRngTensor);
+      if (t && t->dtype == ckpt::DType::kU8) {
+        at::Tensor state = at::empty({t->numel()}, at::TensorOptions().dtype(at::kByte));
+        reader->read_tensor(rank, ckpt::kRngTensor, ckpt::DType::kU8, t->nbytes(),
+                            state.data_ptr());
+        at::Generator gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(state);
+      }
+    }
+  }
+  if (rank == 0 && m.config_hash != detail::config_hash(s.config))
+    spdlog::warn("[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
+                 "{}); continuing with this job's config",
+                 *dir, m.config_hash, detail::config_hash(s.config));
+  const auto read = detail::all_gather_values(*s.comm, {reader->bytes_read()}, device);
+  if (rank == 0) {
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    spdlog::info(
+        "[rank 0] loaded checkpoint {} (saved by {} ranks at stage {} in {}; read {:.1f} MiB on "
+        "this rank, {:.2f} s) at step {}",
+        *dir, m.world_size, m.stage, m.precision, read[0] / 1048576.0, secs, s.global_steps);
+  }
+  return LoadedCheckpoint{*dir, m.client_state};
+}
+
+}  // namespace zero

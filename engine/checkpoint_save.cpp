@@ -1,0 +1,257 @@
+// Engine::save_checkpoint and save_16bit_model: every rank writes its layout shard of the fp32
+// masters and optimizer states into a temporary directory; once all files are fsynced the
+// writer rank adds the manifest, renames the directory into place and then replaces `latest`.
+#include "checkpoint_io.h"
+#include "checkpoint_state.h"
+
+#include <zero/checkpoint/atomic_files.h>
+#include <zero/checkpoint/safetensors.h>
+#include <zero/comm/process_group.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <mutex>
+#include <cstdio>
+#include <random>
+
+namespace zero {
+
+using detail::StatePiece;
+
+namespace {
+
+std::string rank_file_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "rank%05d.safetensors", rank);
+  return buf;
+}
+
+// The writer of shared files: global rank 0, or each node's local rank 0 with node-local storage.
+bool is_dir_writer(const Engine::Impl& s) {
+  if (!s.config.checkpoint.use_node_local_storage) return s.comm->rank() == 0;
+  return detect_rank_env().local_rank == 0;
+}
+
+// checkpoint.tag_validation: the tag must be the same on every rank (Ignore / Warn / Fail).
+void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device device) {
+  const std::string& mode = s.config.checkpoint.tag_validation;
+  if (mode == "Ignore" || s.comm->world_size() == 1) return;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : tag) h = (h ^ c) * 1099511628211ull;
+  const auto hashes = detail::all_gather_values(*s.comm, {static_cast<int64_t>(h)}, device);
+  for (int r = 0; r < s.comm->world_size(); ++r) {
+    if (hashes[r] == hashes[0]) continue;
+    const std::string msg = detail::str("save_checkpoint: checkpoint tag '", tag, "' of rank ",
+                                        s.comm->rank(), " differs from rank 0's (rank ", r,
+                                        " differs); every rank must pass the same tag");
+    if (mode == "Fail") throw CheckpointError(msg + " (checkpoint.tag_validation: Fail)");
+    if (s.comm->rank() == 0) spdlog::warn("[rank 0] {} (checkpoint.tag_validation: Warn)", msg);
+    return;
+  }
+}
+
+// This rank's file: the masters and optimizer states of its layout shard, its RNG state, and
+// (rank 0) the model's buffers and frozen parameters.
+ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
+                                 std::vector<at::Tensor>& keep_alive) {
+  const FlatLayout& layout = s.stage->layout();
+  const std::vector<OptimizerShard> shards = s.stage->optimizer_shards();
+  const std::vector<std::string> kinds = s.optimizer->state_kinds();
+  // Host copies of each shard's states: [master, states...].
+  std::vector<std::vector<at::Tensor>> host(shards.size());
+  for (size_t g = 0; g < shards.size(); ++g) {
+    host[g].push_back(shards[g].master.to(at::kCPU).contiguous());
+    for (const at::Tensor& t : s.optimizer->state(g)) host[g].push_back(t.to(at::kCPU).contiguous());
+    for (const at::Tensor& t : host[g]) keep_alive.push_back(t);
+  }
+  std::vector<ckpt::TensorToWrite> tensors;
+  for (const StatePiece& p : detail::saved_pieces(layout, s.stage->stage(), s.comm->rank())) {
+    const int64_t n = p.param_end - p.param_begin;
+    for (size_t k = 0; k <= kinds.size(); ++k) {
+      const std::string& kind = k == 0 ? std::string("master") : kinds[k - 1];
+      const float* base = host[p.shard][k].data_ptr<float>() + p.state_offset;
+      tensors.push_back({ckpt::piece_tensor_name(kind, s.names[p.param], p.param_begin),
+                         ckpt::DType::kF32, {n}, base});
+    }
+  }
+  if (s.comm->rank() == 0) {
+    for (const auto& [name, t] : detail::module_buffers(s)) {
+      at::Tensor h = t.detach().to(at::kCPU).contiguous();
+      keep_alive.push_back(h);
+      tensors.push_back({ckpt::buffer_tensor_name(name),
+                         *ckpt::parse_dtype(detail::safetensors_dtype(h.scalar_type())),
+                         std::vector<int64_t>(h.sizes().begin(), h.sizes().end()), h.data_ptr()});
+    }
+  }
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor rng;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng = gen.get_state();
+  }
+  keep_alive.push_back(rng);
+  tensors.push_back({ckpt::kRngTensor, ckpt::DType::kU8, {rng.numel()}, rng.data_ptr()});
+  return ckpt::write_safetensors(path, tensors, {{"format", "zero-checkpoint"}});
+}
+
+ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
+                              const nlohmann::json& client_state,
+                              const std::vector<int64_t>& digests) {
+  const FlatLayout& layout = s.stage->layout();
+  ckpt::Manifest m;
+  m.tag = tag;
+  m.world_size = s.comm->world_size();
+  m.stage = s.stage->stage();
+  m.precision = detail::precision_name(s.compute_dtype);
+  m.optimizer = s.config.optimizer.type;
+  m.state_kinds.push_back("master");
+  for (const auto& k : s.optimizer->state_kinds()) m.state_kinds.push_back(k);
+  m.config_hash = detail::config_hash(s.config);
+  m.global_steps = s.global_steps;
+  m.micro_steps = s.micro_steps;
+  m.skipped_steps = s.skipped_steps;
+  m.optimizer_steps = s.optimizer_steps;
+  m.scheduler_steps = s.scheduler_steps;
+  if (s.scaler) {
+    const LossScaler::State st = s.scaler->state();
+    m.loss_scaler = ckpt::LossScalerState{st.scale, st.hysteresis_left, st.iteration,
+                                          st.last_overflow_iteration};
+  }
+  m.client_state = client_state;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const at::Tensor& p = s.params[i];
+    m.params.push_back({s.names[i], std::vector<int64_t>(p.sizes().begin(), p.sizes().end()),
+                        detail::safetensors_dtype(p.scalar_type())});
+  }
+  for (const auto& [name, t] : detail::module_buffers(s))
+    m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                         detail::safetensors_dtype(t.scalar_type())});
+  for (int r = 0; r < m.world_size; ++r) {
+    ckpt::ManifestFile f;
+    f.name = rank_file_name(r);
+    f.rank = r;
+    f.bytes = digests[3 * r + 1];
+    f.crc32c = static_cast<uint32_t>(digests[3 * r + 2]);
+    for (const StatePiece& p : detail::saved_pieces(layout, m.stage, r))
+      f.pieces.push_back({p.param, p.param_begin, p.param_end});
+    m.files.push_back(std::move(f));
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string Engine::save_checkpoint(const std::string& save_dir, const std::string& tag_in,
+                                    const nlohmann::json& client_state) {
+  Impl& s = *impl_;
+  const int rank = s.comm->rank();
+  ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
+             UsageError, "save_checkpoint: call it on a gradient accumulation boundary (after the "
+             "step() that ends one); rank ", rank, " is at micro-step ", s.micro_steps,
+             " with gradient_accumulation_steps ", s.config.gradient_accumulation_steps);
+  ZERO_CHECK(client_state.is_object(), UsageError,
+             "save_checkpoint: client_state must be a JSON object");
+  const std::string tag = tag_in.empty() ? detail::str("global_step", s.global_steps) : tag_in;
+  ZERO_CHECK(ckpt::is_safe_component(tag), UsageError, "save_checkpoint: tag '", tag,
+             "' must be a plain directory name (no '/', no '..')");
+  const at::Device device = s.params[0].device();
+  const auto started = std::chrono::steady_clock::now();
+  validate_tag(s, tag, device);
+
+  // One temporary directory name for all ranks: rank 0's random nonce.
+  std::random_device rd;
+  const int64_t mine = (static_cast<int64_t>(rd()) << 31) ^ rd();
+  const int64_t nonce_value = detail::broadcast_value(*s.comm, mine, device);
+  char nonce[24];
+  std::snprintf(nonce, sizeof(nonce), "%016llx", static_cast<unsigned long long>(nonce_value));
+  const std::string temp = save_dir + "/" + tag + ".tmp-" + nonce;
+  const std::string final_dir = save_dir + "/" + tag;
+  const bool writer = is_dir_writer(s);
+
+  detail::agree(s, "creating " + temp, device, [&] {
+    if (writer) {
+      for (const std::string& old : ckpt::list_temp_dirs(save_dir)) {
+        const std::string name = old.substr(old.find_last_of('/') + 1);
+        if (name.rfind(tag + ".tmp-", 0) == 0) ckpt::remove_tree(old);  // a crashed save's
+      }
+      ckpt::make_temp_dir(save_dir, tag, nonce);
+    }
+  });
+
+  std::vector<int64_t> mine_digest{0, 0, 0};
+  std::vector<at::Tensor> keep_alive;
+  std::string write_error;
+  try {
+    const ckpt::FileDigest d = write_rank_file(s, temp + "/" + rank_file_name(rank), keep_alive);
+    mine_digest = {1, d.bytes, d.crc32c};
+  } catch (const Error& e) {
+    write_error = e.what();
+  }
+  keep_alive.clear();
+  const auto digests = detail::all_gather_values(*s.comm, mine_digest, device);
+  std::vector<int> failed;
+  for (int r = 0; r < s.comm->world_size(); ++r)
+    if (digests[3 * r] != 1) failed.push_back(r);
+  if (!failed.empty()) {
+    if (writer) ckpt::remove_tree(temp);
+    throw CheckpointError(detail::str(
+        "save_checkpoint: ", failed.size(), " rank(s) could not write their file (first: rank ",
+        failed[0], "); nothing was published, the previous checkpoint and ", save_dir,
+        "/latest are intact", write_error.empty() ? "" : ". This rank: " + write_error));
+  }
+
+  detail::agree(s, "publishing " + final_dir, device, [&] {
+    if (!writer) return;
+    try {
+      const ckpt::Manifest m = build_manifest(s, tag, client_state, digests);
+      ckpt::atomic_write_file(temp + "/" + ckpt::kManifestFile,
+                              ckpt::manifest_to_json(m).dump(1));
+      ckpt::publish_dir(temp, final_dir);
+      ckpt::atomic_write_file(save_dir + "/" + ckpt::kLatestFile, tag + "\n");
+    } catch (...) {
+      ckpt::remove_tree(temp);
+      throw;
+    }
+  });
+
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < s.comm->world_size(); ++r) total += digests[3 * r + 1];
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    spdlog::info("[rank 0] saved checkpoint {} ({:.1f} MiB in {} files, {:.2f} s, {:.0f} MiB/s)",
+                 final_dir, total / 1048576.0, s.comm->world_size(), secs,
+                 total / 1048576.0 / std::max(secs, 1e-9));
+  }
+  return final_dir;
+}
+
+void Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
+  Impl& s = *impl_;
+  ZERO_CHECK(ckpt::is_safe_component(file_name), UsageError, "save_16bit_model: file name '",
+             file_name, "' must be a plain file name");
+  const auto params = full_parameters();  // collective: stage 3 gathers
+  const at::Device device = s.params[0].device();
+  detail::agree(s, "writing " + save_dir + "/" + file_name, device, [&] {
+    if (s.comm->rank() != 0) return;
+    std::vector<ckpt::TensorToWrite> tensors;
+    std::vector<at::Tensor> host;
+    auto add = [&](const std::string& name, const at::Tensor& t) {
+      host.push_back(t.detach().to(at::kCPU).contiguous());
+      const at::Tensor& h = host.back();
+      tensors.push_back({name, *ckpt::parse_dtype(detail::safetensors_dtype(h.scalar_type())),
+                         std::vector<int64_t>(h.sizes().begin(), h.sizes().end()), h.data_ptr()});
+    };
+    for (const auto& [name, t] : params) add(name, t);
+    for (const auto& [name, t] : detail::module_buffers(s)) add(name, t);
+    ckpt::make_dirs(save_dir);
+    const std::string temp = save_dir + "/" + file_name + ".tmp-" + ckpt::unique_nonce();
+    ckpt::write_safetensors(temp, tensors, {{"format", "pt"}});
+    ckpt::rename_into_place(temp, save_dir + "/" + file_name);
+  });
+}
+
+}  // namespace zero

@@ -1,0 +1,109 @@
+// The mapping between layout shards and checkpoint pieces, and the names and hashes that the
+// manifest records.
+#include "checkpoint_state.h"
+
+#include <zero/config/config.h>
+
+#include <unordered_set>
+
+namespace zero::detail {
+
+namespace {
+
+// Rank `rank`'s shard of every parameter; state offsets in the group's whole buffer (stage 0's
+// state tensors) or in the rank's shard.
+std::vector<StatePiece> shard_pieces(const FlatLayout& layout, int rank, bool offsets_in_buffer) {
+  std::vector<StatePiece> out;
+  for (size_t pi = 0; pi < layout.params().size(); ++pi) {
+    const auto piece = layout.shard_piece(static_cast<int>(pi), rank);
+    if (!piece || piece->in_param.empty()) continue;
+    const int group = layout.slots()[pi].group;
+    const int64_t base = offsets_in_buffer ? layout.groups()[group].shard(rank).begin : 0;
+    out.push_back({static_cast<int>(pi), group, piece->in_param.begin, piece->in_param.end,
+                   base + piece->in_shard.begin});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int rank) {
+  return shard_pieces(layout, rank, /*offsets_in_buffer=*/stage == 0);
+}
+
+std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int rank) {
+  if (stage != 0) return shard_pieces(layout, rank, /*offsets_in_buffer=*/false);
+  std::vector<StatePiece> out;
+  for (size_t pi = 0; pi < layout.params().size(); ++pi) {
+    const ParamSlot& slot = layout.slots()[pi];
+    if (slot.buffer.empty()) continue;
+    out.push_back({static_cast<int>(pi), slot.group, 0, slot.buffer.numel(), slot.buffer.begin});
+  }
+  return out;
+}
+
+std::string precision_name(at::ScalarType t) {
+  return t == at::kHalf ? "fp16" : t == at::kBFloat16 ? "bf16" : "fp32";
+}
+
+std::string safetensors_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "F32";
+    case at::kDouble: return "F64";
+    case at::kHalf: return "F16";
+    case at::kBFloat16: return "BF16";
+    case at::kLong: return "I64";
+    case at::kInt: return "I32";
+    case at::kShort: return "I16";
+    case at::kChar: return "I8";
+    case at::kByte: return "U8";
+    case at::kBool: return "BOOL";
+    default:
+      throw UsageError(zero::detail::str("checkpoint: tensors of dtype ", t, " cannot be saved"));
+  }
+}
+
+at::ScalarType scalar_type_of(const std::string& d) {
+  if (d == "F32") return at::kFloat;
+  if (d == "F64") return at::kDouble;
+  if (d == "F16") return at::kHalf;
+  if (d == "BF16") return at::kBFloat16;
+  if (d == "I64") return at::kLong;
+  if (d == "I32") return at::kInt;
+  if (d == "I16") return at::kShort;
+  if (d == "I8") return at::kChar;
+  if (d == "U8") return at::kByte;
+  if (d == "BOOL") return at::kBool;
+  throw CheckpointError(zero::detail::str("checkpoint: unknown dtype '", d, "'"));
+}
+
+std::string config_hash(const Config& config) {
+  const std::string text = to_json_string(config, -1);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Impl& impl) {
+  std::unordered_set<const c10::TensorImpl*> trained;
+  for (const auto& p : impl.params) trained.insert(p.unsafeGetTensorImpl());
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& item : impl.model->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (trained.count(p.unsafeGetTensorImpl()) || !seen.insert(p.unsafeGetTensorImpl()).second)
+      continue;
+    out.emplace_back(item.key(), p);
+  }
+  for (const auto& item : impl.model->named_buffers(/*recurse=*/true))
+    if (item.value().defined() && seen.insert(item.value().unsafeGetTensorImpl()).second)
+      out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+}  // namespace zero::detail

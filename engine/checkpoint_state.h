@@ -1,0 +1,40 @@
+// What a checkpoint holds of the engine, as data: which element ranges of which parameter each
+// rank saves (its layout shard, at every stage) and where those elements sit in the rank's
+// optimizer state tensors. Shared by save and load, so both agree on the mapping.
+#pragma once
+
+#include "engine_impl.h"
+
+#include <zero/checkpoint/manifest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zero::detail {
+
+// Elements [param_begin, param_end) of layout parameter `param` sit at `state_offset` of the
+// state tensors of optimizer shard `shard`.
+struct StatePiece {
+  int param = 0;
+  int shard = 0;
+  int64_t param_begin = 0, param_end = 0;
+  int64_t state_offset = 0;
+};
+
+// The pieces rank `rank` saves: its layout shard of every parameter (stage 0 holds everything
+// but saves only that part, so the ranks share the writing).
+std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int rank);
+// The pieces this rank's optimizer state covers: its shard (stages 1-3) or everything (stage 0).
+std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int rank);
+
+std::string precision_name(at::ScalarType compute_dtype);  // "fp32", "bf16", "fp16"
+std::string safetensors_dtype(at::ScalarType dtype);       // "F32", "BF16", ...
+at::ScalarType scalar_type_of(const std::string& safetensors_dtype);
+// A stable hash of the resolved config (FNV-1a of its JSON), as 16 hex digits.
+std::string config_hash(const Config& config);
+
+// Buffers and frozen parameters of the model: saved whole by rank 0.
+std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Impl& impl);
+
+}  // namespace zero::detail
