@@ -200,7 +200,9 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
       }
     }
   }
-  if (rank == 0 && m.config_hash != detail::config_hash(s.config))
+  // A reshard changes batch sizes and stage by design; otherwise a config change is worth a note.
+  if (rank == 0 && m.world_size == s.comm->world_size() && m.stage == stage &&
+      m.config_hash != detail::config_hash(s.config))
     spdlog::warn("[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
                  "{}); continuing with this job's config",
                  *dir, m.config_hash, detail::config_hash(s.config));

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 using namespace zero;
 using namespace zero::test;
@@ -153,8 +154,82 @@ void run_resume(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// Resharding: the global batch (kReshardGlobal samples a step, gas 1) is the same for every
+// world size, so a run that changes world size and stage half way is one training run.
+constexpr int64_t kReshardGlobal = 12;
+
+Case reshard_case(int stage, int world) {
+  Case c;
+  c.stage = stage;
+  c.micro = kReshardGlobal / world;
+  c.steps = kSteps;
+  c.clip = 0.5;
+  return c;
+}
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) throw UsageError(zero::detail::str("set ", name));
+  return std::atoi(v);
+}
+
+// ZERO_TEST_STAGE: this job's stage. Trains kSaveAt steps and saves as from_w<W>s<S>.
+void run_reshard_save(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), stage = env_int("ZERO_TEST_STAGE");
+  const Case c = reshard_case(stage, world);
+  Net net(42);
+  Engine engine = initialize(net.ptr(), parse(config_json(c, world), world), comm);
+  Case first = c;
+  first.steps = kSaveAt;
+  train(engine, net, first, world, comm->rank());
+  engine.save_checkpoint(root_dir() + zero::detail::str("/from_w", world, "s", stage));
+}
+
+// Loads every from_w<W>s<S> named in ZERO_TEST_SOURCES (space separated) into this job's
+// (world, stage), trains to kSteps and compares with one plain LibTorch process.
+void run_reshard_load(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), stage = env_int("ZERO_TEST_STAGE");
+  const Case c = reshard_case(stage, world);
+  const ParsedConfig parsed = parse(config_json(c, world), world);
+  Case plain = c;
+  plain.micro = kReshardGlobal;  // reference() runs the whole global batch in one process
+  const auto expected = reference(plain, 1, parsed.config);
+  std::istringstream sources(std::getenv("ZERO_TEST_SOURCES") ? std::getenv("ZERO_TEST_SOURCES")
+                                                               : "");
+  std::string source;
+  int loads = 0;
+  while (sources >> source) {
+    Net net(99);  // other initial values: everything must come from the checkpoint
+    Engine engine = initialize(net.ptr(), parsed, comm);
+    LoadOptions strict;
+    strict.allow_reshard = false;
+    const bool same = source == zero::detail::str("from_w", world, "s", stage);
+    if (!same)
+      expect_throw<CheckpointError>("strict load of " + source, "allow_reshard is false",
+                                    [&] { engine.load_checkpoint(root_dir() + "/" + source, "", strict); });
+    auto loaded = engine.load_checkpoint(root_dir() + "/" + source);
+    EXPECT(loaded && engine.global_steps() == kSaveAt, source, ": loaded at step ",
+           engine.global_steps());
+    train(engine, net, c, world, comm->rank(), kSaveAt);
+    const Params got = engine.full_parameters();
+    double worst = 0;
+    for (const auto& [name, t] : got) worst = std::max(worst, rel_diff(t, expected.at(name)));
+    EXPECT(worst <= 1e-5, source, " -> w", world, "s", stage, ": differs from plain LibTorch by ",
+           worst);
+    if (comm->rank() == 0)
+      std::printf("reshard %s -> w%ds%d: max rel diff vs plain LibTorch %.3g\n", source.c_str(),
+                  world, stage, worst);
+    ++loads;
+  }
+  EXPECT(loads > 0, "no ZERO_TEST_SOURCES");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"save", run_save}, {"resume", run_resume}});
+  return worker_main(argc, argv,
+                     {{"save", run_save},
+                      {"resume", run_resume},
+                      {"reshard_save", run_reshard_save},
+                      {"reshard_load", run_reshard_load}});
 }

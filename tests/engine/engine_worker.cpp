@@ -20,40 +20,6 @@ using namespace zero::test;
 
 namespace {
 
-// One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip, and
-// OneCycle's momentum as DeepSpeed applies it: betas = (momentum, 0.99) for Adam/AdamW before
-// every step, nothing for SGD (DeepSpeed disables cycling for optimizers without betas).
-std::map<std::string, torch::Tensor> reference(const Case& c, int world, const Config& config) {
-  Net net(42, 2, /*wrap=*/true, c.reuse_block);  // unattached wrappers are pass-through
-  std::vector<torch::Tensor> params = net->parameters();
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (c.optimizer == "SGD")
-    opt = std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
-  else if (c.optimizer == "AdamW" || c.optimizer == "Adam")  // DeepSpeed's Adam is AdamW by default
-    opt = std::make_unique<torch::optim::AdamW>(
-        params,
-        torch::optim::AdamWOptions(0.01).betas({0.8, c.beta2}).eps(1e-3).weight_decay(0.05));
-  auto schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
-  const int64_t global = c.micro * c.gas * world;
-  for (int step = 0; step < c.steps; ++step) {
-    for (auto& g : opt->param_groups()) {
-      g.options().set_lr(schedule->lr_at(step));
-      const auto momentum = schedule->momentum_at(step);
-      if (momentum && c.optimizer != "SGD")
-        static_cast<torch::optim::AdamWOptions&>(g.options())
-            .betas(std::make_tuple(*momentum, 0.99));
-    }
-    opt->zero_grad();
-    auto [x, y] = samples(7, step * global, global);
-    torch::mse_loss(net->forward(x), y).backward();
-    if (c.clip > 0) torch::nn::utils::clip_grad_norm_(params, c.clip);
-    opt->step();
-  }
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& item : net->named_parameters()) out[item.key()] = item.value().detach().clone();
-  return out;
-}
 
 void run_golden(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size(), rank = comm->rank();

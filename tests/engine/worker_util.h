@@ -6,6 +6,7 @@
 
 #include <zero/comm/process_group.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/lr_schedule.h>
 
 #include <spdlog/spdlog.h>
 
@@ -101,9 +102,10 @@ inline double max_rel_diff(const Params& a, const Params& b) {
 
 // Sample order: global batch of step s is [s*G, (s+1)*G); micro-step m of rank r takes
 // micro samples at ((m * world) + r) * micro within it.
-inline void train(Engine& engine, Net& net, const Case& c, int world, int rank) {
+inline void train(Engine& engine, Net& net, const Case& c, int world, int rank,
+                  int first_step = 0) {
   const int64_t global = c.micro * c.gas * world;
-  for (int step = 0; step < c.steps; ++step) {
+  for (int step = first_step; step < c.steps; ++step) {
     for (int m = 0; m < c.gas; ++m) {
       EXPECT(engine.is_gradient_accumulation_boundary() == (m == c.gas - 1), "boundary at micro ",
              m);
@@ -113,6 +115,41 @@ inline void train(Engine& engine, Net& net, const Case& c, int world, int rank) 
     }
     EXPECT(engine.global_steps() == step + 1, "global_steps ", engine.global_steps());
   }
+}
+
+// One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip, and
+// OneCycle's momentum as DeepSpeed applies it: betas = (momentum, 0.99) for Adam/AdamW before
+// every step, nothing for SGD (DeepSpeed disables cycling for optimizers without betas).
+inline std::map<std::string, torch::Tensor> reference(const Case& c, int world, const Config& config) {
+  Net net(42, 2, /*wrap=*/true, c.reuse_block);  // unattached wrappers are pass-through
+  std::vector<torch::Tensor> params = net->parameters();
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (c.optimizer == "SGD")
+    opt = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+  else if (c.optimizer == "AdamW" || c.optimizer == "Adam")  // DeepSpeed's Adam is AdamW by default
+    opt = std::make_unique<torch::optim::AdamW>(
+        params,
+        torch::optim::AdamWOptions(0.01).betas({0.8, c.beta2}).eps(1e-3).weight_decay(0.05));
+  auto schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
+  const int64_t global = c.micro * c.gas * world;
+  for (int step = 0; step < c.steps; ++step) {
+    for (auto& g : opt->param_groups()) {
+      g.options().set_lr(schedule->lr_at(step));
+      const auto momentum = schedule->momentum_at(step);
+      if (momentum && c.optimizer != "SGD")
+        static_cast<torch::optim::AdamWOptions&>(g.options())
+            .betas(std::make_tuple(*momentum, 0.99));
+    }
+    opt->zero_grad();
+    auto [x, y] = samples(7, step * global, global);
+    torch::mse_loss(net->forward(x), y).backward();
+    if (c.clip > 0) torch::nn::utils::clip_grad_norm_(params, c.clip);
+    opt->step();
+  }
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : net->named_parameters()) out[item.key()] = item.value().detach().clone();
+  return out;
 }
 
 template <typename E>

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <zero/checkpoint/manifest.h>
 #include <zero/checkpoint/safetensors.h>
 
 using namespace zero::ckpt;
@@ -70,9 +71,36 @@ bool write_memfd(const uint8_t* data, size_t size) {
   return true;
 }
 
+
+// An input that starts with '{' is a manifest: refused with a CheckpointError, or every index
+// and range in it is inside what it declares.
+void fuzz_manifest(const uint8_t* data, size_t size) {
+  nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return;
+  Manifest m;
+  try {
+    m = manifest_from_json(j, "fuzz manifest");
+  } catch (const CheckpointError&) {
+    return;
+  }
+  ZERO_FUZZ_ASSERT(static_cast<int>(m.files.size()) == m.world_size);
+  for (const ManifestFile& f : m.files) {
+    ZERO_FUZZ_ASSERT(f.name.find('/') == std::string::npos && f.name != "..");
+    for (const ManifestPiece& p : f.pieces) {
+      ZERO_FUZZ_ASSERT(p.param >= 0 && p.param < static_cast<int>(m.params.size()));
+      ZERO_FUZZ_ASSERT(0 <= p.begin && p.begin < p.end && p.end <= m.params[p.param].numel());
+    }
+  }
+  (void)manifest_to_json(m).dump();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > 0 && data[0] == '{') {
+    fuzz_manifest(data, size);
+    return 0;
+  }
   // From memory: the length prefix, then the header against the rest as the data buffer.
   bool parsed = false;
   std::vector<TensorInfo> tensors;
