@@ -224,6 +224,102 @@ void run_reshard_load(const std::shared_ptr<Communicator>& comm) {
   EXPECT(loads > 0, "no ZERO_TEST_SOURCES");
 }
 
+// Crash safety, the job to be killed: a good checkpoint at step kSaveAt, one more step, then
+// saves of that state in a loop (alternating tags, so `latest` keeps changing) until killed.
+void run_crash_save(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  const ResumeCase rc{3, "fp32"};
+  torch::manual_seed(1234);
+  CastNet net(42);
+  Engine engine = initialize(net.ptr(), resume_config(rc, world), comm);
+  for (int step = 0; step < kSaveAt; ++step) train_step(engine, net, step, false);
+  engine.save_checkpoint(root_dir(), "", {{"next_step", kSaveAt}});
+  train_step(engine, net, kSaveAt, false);
+  if (comm->rank() == 0) {
+    std::printf("saving in a loop\n");
+    std::fflush(stdout);
+  }
+  for (int i = 0;; ++i)
+    engine.save_checkpoint(root_dir(), i % 2 ? "loop_b" : "loop_a", {{"next_step", kSaveAt + 1}});
+}
+
+// After the crashes: for every directory in $ZERO_TEST_TRIALS, `latest` loads and the run
+// resumed from it equals the straight run bitwise; no temporary directory is visible as a tag.
+void run_crash_check(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  const ResumeCase rc{3, "fp32"};
+  torch::manual_seed(1234);
+  CastNet net(42);
+  Engine straight = initialize(net.ptr(), resume_config(rc, world), comm);
+  for (int step = 0; step < kSteps; ++step) train_step(straight, net, step, false);
+  const Params expected = straight.full_parameters();
+  std::istringstream trials(std::getenv("ZERO_TEST_TRIALS") ? std::getenv("ZERO_TEST_TRIALS") : "");
+  std::string trial;
+  int checked = 0, at_step[2] = {0, 0};
+  while (trials >> trial) {
+    torch::manual_seed(5);
+    CastNet other(8);
+    Engine resumed = initialize(other.ptr(), resume_config(rc, world), comm);
+    std::optional<LoadedCheckpoint> loaded;
+    try {
+      loaded = resumed.load_checkpoint(trial);
+    } catch (const Error& e) {
+      EXPECT(false, trial, ": the checkpoint left by the crash does not load: ", e.what());
+      continue;
+    }
+    EXPECT(loaded.has_value(), trial, ": no `latest` after the crash");
+    if (!loaded) continue;
+    const int first = loaded->client_state.value("next_step", -1);
+    EXPECT(first == kSaveAt || first == kSaveAt + 1, trial, ": next_step ", first);
+    if (first != kSaveAt && first != kSaveAt + 1) continue;
+    ++at_step[first - kSaveAt];
+    for (int step = first; step < kSteps; ++step) train_step(resumed, other, step, false);
+    EXPECT(bitwise_equal(resumed.full_parameters(), expected), trial, " (", loaded->path,
+           "): the resumed run differs from the straight one");
+    ++checked;
+  }
+  if (comm->rank() == 0)
+    std::printf("crash check: %d trials resumed bit-exact (%d from the step-%d checkpoint, %d from "
+                "a loop save)\n",
+                checked, at_step[0], kSaveAt, at_step[1]);
+}
+
+// Disk full: $ZERO_TEST_CKPT_DIR is a small tmpfs. A good checkpoint, then a filler file leaves
+// too little space for the next: its save fails on every rank with an error naming the path,
+// `latest` and the good checkpoint stay, no temporary directory is left, and it loads.
+void run_disk_full(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  const ResumeCase rc{2, "fp32"};
+  torch::manual_seed(1234);
+  CastNet net(42);
+  Engine engine = initialize(net.ptr(), resume_config(rc, world), comm);
+  train_step(engine, net, 0, false);
+  const std::string good = engine.save_checkpoint(root_dir());
+  const Params saved = engine.full_parameters();
+  comm->barrier()->wait();
+  if (comm->rank() == 0) {  // fill all but ~16 KiB
+    std::ofstream filler(root_dir() + "/filler", std::ios::binary);
+    std::vector<char> block(16384, 'x');
+    while (filler.write(block.data(), block.size())) {
+    }
+  }
+  comm->barrier()->wait();
+  train_step(engine, net, 1, false);
+  expect_throw<CheckpointError>("save on a full disk", root_dir(),
+                                [&] { engine.save_checkpoint(root_dir()); });
+  comm->barrier()->wait();
+  EXPECT(ckpt::list_temp_dirs(root_dir()).empty(), "a temporary directory was left behind");
+  EXPECT(ckpt::read_small_file(root_dir() + "/latest", 100) == "global_step1\n",
+         "latest changed to ", ckpt::read_small_file(root_dir() + "/latest", 100));
+  if (comm->rank() == 0) std::remove((root_dir() + "/filler").c_str());
+  comm->barrier()->wait();
+  CastNet other(9);
+  Engine fresh = initialize(other.ptr(), resume_config(rc, world), comm);
+  auto loaded = fresh.load_checkpoint(root_dir());
+  EXPECT(loaded && loaded->path == good, "loaded ", loaded ? loaded->path : "nothing");
+  EXPECT(bitwise_equal(fresh.full_parameters(), saved), "the good checkpoint changed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,5 +327,8 @@ int main(int argc, char** argv) {
                      {{"save", run_save},
                       {"resume", run_resume},
                       {"reshard_save", run_reshard_save},
-                      {"reshard_load", run_reshard_load}});
+                      {"reshard_load", run_reshard_load},
+                      {"crash_save", run_crash_save},
+                      {"crash_check", run_crash_check},
+                      {"disk_full", run_disk_full}});
 }
