@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+
 namespace zero::detail {
 
 std::vector<int64_t> all_gather_values(Communicator& comm, const std::vector<int64_t>& values,
@@ -24,6 +26,22 @@ int64_t broadcast_value(Communicator& comm, int64_t value, at::Device device, in
   return t.cpu().item<int64_t>();
 }
 
+namespace {
+
+// `text` of rank `root` on every rank (packed 8 bytes to an int64: collectives take no bytes).
+std::string broadcast_text(Communicator& comm, const std::string& text, int root,
+                           at::Device device) {
+  const int64_t n = broadcast_value(comm, static_cast<int64_t>(text.size()), device, root);
+  at::Tensor packed = at::zeros({(n + 7) / 8}, at::TensorOptions().dtype(at::kLong));
+  if (comm.rank() == root) std::memcpy(packed.data_ptr(), text.data(), text.size());
+  packed = packed.to(device);
+  comm.broadcast(packed, root)->wait();
+  packed = packed.cpu();
+  return std::string(static_cast<const char*>(packed.data_ptr()), static_cast<size_t>(n));
+}
+
+}  // namespace
+
 void agree(const Engine::Impl& s, const std::string& what, at::Device device,
            const std::function<void()>& step) {
   std::string error;
@@ -35,8 +53,11 @@ void agree(const Engine::Impl& s, const std::string& what, at::Device device,
   const auto ok = all_gather_values(*s.comm, {error.empty() ? 1 : 0}, device);
   for (int r = 0; r < s.comm->world_size(); ++r) {
     if (ok[r] == 1) continue;
-    throw CheckpointError(zero::detail::str("checkpoint: ", what, " failed on rank ", r,
-                              error.empty() ? " (see that rank's error)" : ": " + error));
+    // Every rank reports the first failing rank's own words, so rank 0's log says what broke.
+    const std::string first = s.comm->world_size() == 1
+                                  ? error
+                                  : broadcast_text(*s.comm, error.substr(0, 4096), r, device);
+    throw CheckpointError(zero::detail::str("checkpoint: ", what, " failed on rank ", r, ": ", first));
   }
 }
 

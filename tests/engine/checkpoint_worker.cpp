@@ -15,6 +15,7 @@
 #include <zero/checkpoint/atomic_files.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -320,6 +321,114 @@ void run_disk_full(const std::shared_ptr<Communicator>& comm) {
   EXPECT(bitwise_equal(fresh.full_parameters(), saved), "the good checkpoint changed");
 }
 
+// A model whose parameter shapes depend on `width`, for "another model's checkpoint".
+struct TinyImpl : torch::nn::Module {
+  torch::nn::Linear fc{nullptr};
+  explicit TinyImpl(int width) { fc = register_module("fc", torch::nn::Linear(kIn, width)); }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x).sum(-1); }
+};
+TORCH_MODULE(Tiny);
+
+// Bad checkpoints: each load fails on every rank with an error naming the file or tensor, and
+// the engine is still usable afterwards.
+void run_faults(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  const std::string root = root_dir();
+  Case c;
+  c.stage = 1;
+  const ParsedConfig parsed = parse(config_json(c, world), world);
+  Net net(42);
+  Engine engine = initialize(net.ptr(), parsed, comm);
+  Case one = c;
+  one.steps = 1;
+  train(engine, net, one, world, comm->rank());
+  const std::string good = engine.save_checkpoint(root + "/good");
+  comm->barrier()->wait();
+
+  EXPECT(!engine.load_checkpoint(root + "/none").has_value(), "a directory without latest");
+  expect_throw<CheckpointError>("missing tag", "no such checkpoint directory",
+                                [&] { engine.load_checkpoint(root + "/good", "global_step9"); });
+  expect_throw<CheckpointError>("tag with ..", "not a plain directory name",
+                                [&] { engine.load_checkpoint(root + "/good", "../good"); });
+  expect_throw<UsageError>("save tag with /", "plain directory name",
+                           [&] { engine.save_checkpoint(root + "/bad", "a/b"); });
+
+  // Copies of the good checkpoint, each broken one way by rank 0.
+  auto broken = [&](const std::string& name, const std::function<void(const std::string&)>& harm) {
+    const std::string dir = root + "/" + name;
+    if (comm->rank() == 0) {
+      std::filesystem::create_directories(dir);
+      std::filesystem::copy(good, dir + "/global_step1", std::filesystem::copy_options::recursive);
+      ckpt::atomic_write_file(dir + "/latest", "global_step1\n");
+      harm(dir + "/global_step1");
+    }
+    comm->barrier()->wait();
+    return dir;
+  };
+  const std::string rank1 = world > 1 ? "rank00001.safetensors" : "rank00000.safetensors";
+  const std::string missing =
+      broken("missing", [&](const std::string& d) { std::filesystem::remove(d + "/" + rank1); });
+  expect_throw<CheckpointError>("missing rank file", rank1,
+                                [&] { engine.load_checkpoint(missing); });
+  const std::string truncated = broken("truncated", [&](const std::string& d) {
+    std::filesystem::resize_file(d + "/" + rank1, std::filesystem::file_size(d + "/" + rank1) - 7);
+  });
+  expect_throw<CheckpointError>("truncated rank file", rank1,
+                                [&] { engine.load_checkpoint(truncated); });
+  const std::string flipped = broken("flipped", [&](const std::string& d) {
+    std::fstream f(d + "/" + rank1, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-9, std::ios::end);
+    f.put('\x5a');
+  });
+  LoadOptions verify;
+  verify.verify_checksums = true;
+  expect_throw<CheckpointError>("corrupted byte, verified", "checksum mismatch",
+                                [&] { engine.load_checkpoint(flipped, "", verify); });
+  const std::string newer = broken("newer", [&](const std::string& d) {
+    auto j = nlohmann::json::parse(ckpt::read_small_file(d + "/manifest.json", 1 << 20));
+    j["format_version"] = 99;
+    std::filesystem::remove(d + "/manifest.json");
+    ckpt::atomic_write_file(d + "/manifest.json", j.dump());
+  });
+  expect_throw<CheckpointError>("newer format", "format version 99 is newer",
+                                [&] { engine.load_checkpoint(newer); });
+  const std::string escape = broken("escape", [&](const std::string& d) {
+    auto j = nlohmann::json::parse(ckpt::read_small_file(d + "/manifest.json", 1 << 20));
+    j["files"][0]["name"] = "../../good/global_step1/rank00000.safetensors";
+    std::filesystem::remove(d + "/manifest.json");
+    ckpt::atomic_write_file(d + "/manifest.json", j.dump());
+  });
+  expect_throw<CheckpointError>("file name outside the directory", "not a plain file name",
+                                [&] { engine.load_checkpoint(escape); });
+  const std::string outside = broken("outside", [&](const std::string& d) {
+    ckpt::atomic_write_file(root + "/outside/latest", "../good\n");
+  });
+  expect_throw<CheckpointError>("latest pointing outside", "not a plain directory name",
+                                [&] { engine.load_checkpoint(outside); });
+
+  // Another model: other names, then the same names with other shapes.
+  Net smaller(42, /*num_blocks=*/1);
+  Engine e1 = initialize(smaller.ptr(), parsed, comm);
+  expect_throw<CheckpointError>("another model (names)", "'blocks.1.inner.fc1.weight' is not in the model",
+                                [&] { e1.load_checkpoint(root + "/good"); });
+  LoadOptions loose;
+  loose.load_module_strict = false;
+  EXPECT(e1.load_checkpoint(root + "/good", "", loose).has_value(), "non-strict load");
+  Tiny t4(4), t5(5);
+  Engine e4 = initialize(t4.ptr(), parsed, comm);
+  e4.save_checkpoint(root + "/tiny");
+  Engine e5 = initialize(t5.ptr(), parsed, comm);
+  expect_throw<CheckpointError>("another model (shapes)", "'fc.weight' has shape [5, 127] in the model but [4, 127]",
+                                [&] { e5.load_checkpoint(root + "/tiny"); });
+
+  // Still usable: the good checkpoint loads and training goes on.
+  auto loaded = engine.load_checkpoint(root + "/good");
+  EXPECT(loaded && loaded->path == good, "the good checkpoint after the faults");
+  Case two = c;
+  two.steps = 2;
+  train(engine, net, two, world, comm->rank(), 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -330,5 +439,6 @@ int main(int argc, char** argv) {
                       {"reshard_load", run_reshard_load},
                       {"crash_save", run_crash_save},
                       {"crash_check", run_crash_check},
-                      {"disk_full", run_disk_full}});
+                      {"disk_full", run_disk_full},
+                      {"faults", run_faults}});
 }
