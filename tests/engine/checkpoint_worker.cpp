@@ -13,6 +13,7 @@
 #include "worker_util.h"
 
 #include <zero/checkpoint/atomic_files.h>
+#include <zero/checkpoint/safetensors.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -420,6 +421,23 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   Engine e5 = initialize(t5.ptr(), parsed, comm);
   expect_throw<CheckpointError>("another model (shapes)", "'fc.weight' has shape [5, 127] in the model but [4, 127]",
                                 [&] { e5.load_checkpoint(root + "/tiny"); });
+
+  // save_16bit_model: rank 0's one file holds the full parameters, equal to the engine's.
+  engine.save_16bit_model(root + "/export");
+  const Params full = engine.full_parameters();
+  if (comm->rank() == 0) {
+    ckpt::SafetensorsReader model(root + "/export/model.safetensors");
+    EXPECT(model.tensors().size() == full.size(), "save_16bit_model wrote ", model.tensors().size(),
+           " tensors for ", full.size(), " parameters");
+    for (const auto& [name, t] : full) {
+      const ckpt::TensorInfo* info = model.find(name);
+      EXPECT(info && info->nbytes() == static_cast<int64_t>(t.nbytes()), "save_16bit_model: ", name);
+      if (!info || info->nbytes() != static_cast<int64_t>(t.nbytes())) continue;
+      torch::Tensor read = torch::empty_like(t);
+      model.read_all(*info, read.data_ptr());
+      EXPECT(torch::equal(read, t), "save_16bit_model: ", name, " differs");
+    }
+  }
 
   // Still usable: the good checkpoint loads and training goes on.
   auto loaded = engine.load_checkpoint(root + "/good");
