@@ -22,7 +22,10 @@ for ((i = 1; i <= trials; i++)); do
   done
   delay_ms=$((RANDOM % 400))
   sleep "$(printf '0.%03d' $delay_ms)"
-  victim=$(pgrep -P $job | shuf -n 1)
+  # A rank: a child of zerorun running the worker itself (zerorun's guard process is not one).
+  victim=$(for p in $(pgrep -P $job); do
+    [ "$(readlink -f /proc/$p/exe)" = "$(readlink -f "$worker")" ] && echo "$p"
+  done | shuf -n 1)
   [ -n "$victim" ] || { cat "$d.log"; echo "trial $i: no rank process found"; exit 1; }
   saves=$(ls "$d" | grep -c . || true)
   kill -KILL "$victim"
