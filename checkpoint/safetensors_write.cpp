@@ -112,7 +112,8 @@ class StagedWriter {
 }  // namespace
 
 FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                             const std::map<std::string, std::string>& metadata) {
+                             const std::map<std::string, std::string>& metadata,
+                             const std::function<void(int64_t)>& on_written) {
   std::vector<int64_t> nbytes;
   const std::string header = make_header(tensors, metadata, path, &nbytes);
 
@@ -130,8 +131,10 @@ FileDigest write_safetensors(const std::string& path, const std::vector<TensorTo
     for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(header.size() >> (8 * i));
     out.append(prefix, sizeof(prefix));
     out.append(header.data(), header.size());
-    for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t i = 0; i < tensors.size(); ++i) {
       if (nbytes[i] > 0) out.append(tensors[i].data, static_cast<size_t>(nbytes[i]));
+      if (on_written) on_written(nbytes[i]);
+    }
     out.flush();
     detail::fsync_fd(fd.get(), path);
     fd.close_checked(path);

@@ -5,6 +5,7 @@
 #include "checkpoint_io.h"
 #include "checkpoint_state.h"
 
+#include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/reader.h>
 
 #include <ATen/ATen.h>
@@ -149,14 +150,20 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
   detail::agree(s, "reading " + *dir, device, [&] {
     std::vector<float> buffer;
-    for (const StatePiece& p :
-         detail::held_pieces(s.stage->layout(), stage, rank)) {
+    const std::vector<StatePiece> pieces = detail::held_pieces(s.stage->layout(), stage, rank);
+    int64_t total = 0;
+    for (const StatePiece& p : pieces)
+      total += (p.param_end - p.param_begin) * 4 * (load_optimizer ? 1 + kinds.size() : 1);
+    std::optional<ckpt::Progress> progress;  // rank 0's reads stand for the load on its terminal
+    if (rank == 0) progress.emplace("load rank 0", total);
+    for (const StatePiece& p : pieces) {
       const int64_t n = p.param_end - p.param_begin;
       buffer.resize(static_cast<size_t>(n));
       auto fill = [&](const std::string& kind, const at::Tensor& state) {
         reader->read_state(kind, index[p.param], p.param_begin, p.param_end, buffer.data());
         state.narrow(0, p.state_offset, n)
             .copy_(at::from_blob(buffer.data(), {n}, at::TensorOptions().dtype(at::kFloat)));
+        if (progress) progress->advance(n * 4);
       };
       fill("master", shards[p.shard].master);
       if (load_optimizer) {

@@ -5,6 +5,7 @@
 #include "checkpoint_state.h"
 
 #include <zero/checkpoint/atomic_files.h>
+#include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/safetensors.h>
 #include <zero/comm/process_group.h>
 
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <cstdio>
 #include <random>
 
@@ -94,7 +96,19 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
   }
   keep_alive.push_back(rng);
   tensors.push_back({ckpt::kRngTensor, ckpt::DType::kU8, {rng.numel()}, rng.data_ptr()});
-  return ckpt::write_safetensors(path, tensors, {{"format", "zero-checkpoint"}});
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    int64_t n = ckpt::dtype_bytes(t.dtype);
+    for (int64_t d : t.shape) n *= d;
+    total += n;
+  }
+  // Rank 0's own file stands for the whole save on its terminal.
+  std::optional<ckpt::Progress> progress;
+  if (s.comm->rank() == 0) progress.emplace("save rank 0", total);
+  return ckpt::write_safetensors(path, tensors, {{"format", "zero-checkpoint"}},
+                                 [&](int64_t n) {
+                                   if (progress) progress->advance(n);
+                                 });
 }
 
 ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,

@@ -9,7 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <zero/checkpoint/progress.h>
+
 namespace zero::tools {
+
+using ckpt::Progress;
+using ckpt::rate_text;
 
 // Exit codes of the checkpoint commands: every failure (usage, missing or corrupt file) is 1.
 constexpr int kCkptOk = 0;
@@ -41,35 +46,12 @@ int64_t parse_byte_size(const std::string& flag, const std::string& text);
 
 std::string size_text(int64_t bytes);                  // "12.3 MiB"; "27.6 KiB" under 1 MiB
 std::string grouped(int64_t n);                        // 1234567 -> "1,234,567"
-std::string rate_text(int64_t bytes, double seconds);  // "380 MiB/s"
 // A name read from a checkpoint, as it is when printable, else quoted with \xNN escapes, so
 // that a hostile manifest cannot send control sequences to the terminal.
 std::string shown(const std::string& name);
 // "[24, 127]"
 std::string shape_text(const std::vector<int64_t>& shape);
 
-// Bytes done of a known total. On a terminal (stderr is a tty) a one-line bar with MiB and
-// MiB/s, redrawn in place at most 10 times a second; elsewhere it draws nothing, so that
-// logs get only the caller's summary line. finish() erases the bar.
-class Progress {
- public:
-  Progress(std::string label, int64_t total_bytes);
-  ~Progress();
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
 
-  void advance(int64_t bytes);
-  void finish();
-  int64_t done_bytes() const { return done_; }
-  double seconds() const;
-
- private:
-  void draw();
-
-  std::string label_;
-  int64_t total_ = 0, done_ = 0;
-  bool tty_ = false, drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
-};
 
 }  // namespace zero::tools

@@ -52,8 +52,10 @@ struct TensorToWrite {
 // of the whole file on the way; fsyncs the file (not its directory: see publish_dir). Refuses to
 // overwrite: an existing path is a CheckpointError. On any error (bad tensor, ENOSPC, EIO, ...)
 // the partial file is removed and the CheckpointError names the path, byte offset and reason.
+// `on_written`, when given, is called with each tensor's byte count once it was appended.
 FileDigest write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                             const std::map<std::string, std::string>& metadata = {});
+                             const std::map<std::string, std::string>& metadata = {},
+                             const std::function<void(int64_t)>& on_written = {});
 
 // Validates a header against a data buffer of `data_bytes` bytes and returns its tensors in
 // header order (`metadata`, when given, receives __metadata__). Rejects: malformed JSON or
