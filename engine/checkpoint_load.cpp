@@ -85,7 +85,13 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
                shape_text(it->shape), " in the checkpoint");
     at::Tensor host = at::empty(t.sizes(), at::TensorOptions().dtype(
                                                detail::scalar_type_of(it->dtype)));
-    reader.read_tensor(0, ckpt::buffer_tensor_name(name), *ckpt::parse_dtype(it->dtype),
+    // This rank's own file has them when saved with node-local storage; rank 0's always does.
+    const int own = s.comm->rank();
+    const int from = own < static_cast<int>(m.files.size()) &&
+                             reader.find_tensor(own, ckpt::buffer_tensor_name(name))
+                         ? own
+                         : 0;
+    reader.read_tensor(from, ckpt::buffer_tensor_name(name), *ckpt::parse_dtype(it->dtype),
                        static_cast<int64_t>(host.nbytes()), host.data_ptr());
     at::Tensor target = t;
     target.copy_(host);

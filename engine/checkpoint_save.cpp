@@ -56,7 +56,7 @@ void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device devi
 }
 
 // This rank's file: the masters and optimizer states of its layout shard, its RNG state, and
-// (rank 0) the model's buffers and frozen parameters.
+// (rank 0, or every rank with node-local storage) the model's buffers and frozen parameters.
 ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
                                  std::vector<at::Tensor>& keep_alive) {
   const FlatLayout& layout = s.stage->layout();
@@ -79,7 +79,8 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
                          ckpt::DType::kF32, {n}, base});
     }
   }
-  if (s.comm->rank() == 0) {
+  // With node-local storage every rank's file carries the buffers: no node needs another's file.
+  if (s.comm->rank() == 0 || s.config.checkpoint.use_node_local_storage) {
     for (const auto& [name, t] : detail::module_buffers(s)) {
       at::Tensor h = t.detach().to(at::kCPU).contiguous();
       keep_alive.push_back(h);
