@@ -31,7 +31,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
     "                 [--n-layer L] [--n-head H] [--d-model D] [--context T]\n"
-    "                 [--device cpu|cuda] [--json_summary]";
+    "                 [--device cpu|cuda] [--json_summary]\n"
+    "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)";
 
 struct Options {
   std::string data = ZERO_GPT_DEFAULT_DATA;
@@ -39,6 +40,8 @@ struct Options {
   uint64_t seed = 1234;
   bool cuda = false;          // --device cuda: model and batches on cuda:LOCAL_RANK
   bool json_summary = false;  // one final JSON line: loss, ms/step, peak memory
+  std::string save_dir;       // checkpoints: resume from its latest, save every N and at the end
+  int64_t save_every = 0;
   gpt::GptConfig model;
 };
 
@@ -68,6 +71,10 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.data = value;
     else if (flag == "--steps")
       o.steps = number();
+    else if (flag == "--save_dir")
+      o.save_dir = value;
+    else if (flag == "--save_every")
+      o.save_every = number();
     else if (flag == "--seed")
       o.seed = static_cast<uint64_t>(number());
     else if (flag == "--n-layer")
@@ -178,11 +185,24 @@ int train(int argc, char** argv) {
               << " steps" << std::endl;
   }
 
+  // The data order is a function of the step, so the step is all the data loader needs.
+  int64_t first_step = 0;
+  if (!o.save_dir.empty())
+    if (auto loaded = engine.load_checkpoint(o.save_dir)) {
+      first_step = loaded->client_state.value("next_step", int64_t{0});
+      if (rank == 0)
+        std::cout << "gpt_train: resumed from " << loaded->path << " at step " << first_step
+                  << std::endl;
+    }
+  auto save = [&](int64_t next_step) {
+    if (!o.save_dir.empty()) engine.save_checkpoint(o.save_dir, "", {{"next_step", next_step}});
+  };
+
   auto last_print = std::chrono::steady_clock::now();
   auto after_first_step = last_print;
   int64_t steps_since_print = 0;
   double first_loss = 0, last_loss = 0;
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first_step; step < steps; ++step) {
     const double lr = engine.lr();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
@@ -195,7 +215,7 @@ int train(int argc, char** argv) {
       loss_sum += loss.item<double>();
     }
     last_loss = loss_sum / static_cast<double>(accumulation);
-    if (step == 0) {
+    if (step == first_step) {
       first_loss = last_loss;
       after_first_step = std::chrono::steady_clock::now();
     }
@@ -220,7 +240,9 @@ int train(int argc, char** argv) {
       last_print = now;
       steps_since_print = 0;
     }
+    if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < steps) save(step + 1);
   }
+  if (first_step < steps) save(steps);
   if (rank == 0)
     std::cout << "gpt_train: done, " << engine.global_steps() << " optimizer steps" << std::endl;
   if (o.json_summary && rank == 0) {
