@@ -57,7 +57,8 @@ void agree(const Engine::Impl& s, const std::string& what, at::Device device,
     const std::string first = s.comm->world_size() == 1
                                   ? error
                                   : broadcast_text(*s.comm, error.substr(0, 4096), r, device);
-    throw CheckpointError(zero::detail::str("checkpoint: ", what, " failed on rank ", r, ": ", first));
+    throw CheckpointError(
+        zero::detail::str("checkpoint: ", what, " failed on rank ", r, ": ", first));
   }
 }
 

@@ -80,11 +80,11 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
       continue;
     }
     const std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-    ZERO_CHECK(it->shape == shape, CheckpointError, "load_checkpoint: ", reader.dir(),
-               ": buffer '", name, "' has shape ", shape_text(shape), " in the model but ",
-               shape_text(it->shape), " in the checkpoint");
-    at::Tensor host = at::empty(t.sizes(), at::TensorOptions().dtype(
-                                               detail::scalar_type_of(it->dtype)));
+    ZERO_CHECK(it->shape == shape, CheckpointError, "load_checkpoint: ", reader.dir(), ": buffer '",
+               name, "' has shape ", shape_text(shape), " in the model but ", shape_text(it->shape),
+               " in the checkpoint");
+    at::Tensor host =
+        at::empty(t.sizes(), at::TensorOptions().dtype(detail::scalar_type_of(it->dtype)));
     // This rank's own file has them when saved with node-local storage; rank 0's always does.
     const int own = s.comm->rank();
     const int from = own < static_cast<int>(m.files.size()) &&
@@ -146,9 +146,8 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   });
 
   std::vector<int> index;
-  detail::agree(s, "matching " + *dir, device, [&] {
-    index = match_params(s, m, *dir, options.load_module_strict);
-  });
+  detail::agree(s, "matching " + *dir, device,
+                [&] { index = match_params(s, m, *dir, options.load_module_strict); });
 
   // Masters (and optimizer states) of the ranges this rank's shards hold.
   s.stage->release_all();
@@ -216,9 +215,10 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   // A reshard changes batch sizes and stage by design; otherwise a config change is worth a note.
   if (rank == 0 && m.world_size == s.comm->world_size() && m.stage == stage &&
       m.config_hash != detail::config_hash(s.config))
-    spdlog::warn("[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
-                 "{}); continuing with this job's config",
-                 *dir, m.config_hash, detail::config_hash(s.config));
+    spdlog::warn(
+        "[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
+        "{}); continuing with this job's config",
+        *dir, m.config_hash, detail::config_hash(s.config));
   const auto read = detail::all_gather_values(*s.comm, {reader->bytes_read()}, device);
   if (rank == 0) {
     const double secs =

@@ -66,7 +66,8 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
   std::vector<std::vector<at::Tensor>> host(shards.size());
   for (size_t g = 0; g < shards.size(); ++g) {
     host[g].push_back(shards[g].master.to(at::kCPU).contiguous());
-    for (const at::Tensor& t : s.optimizer->state(g)) host[g].push_back(t.to(at::kCPU).contiguous());
+    for (const at::Tensor& t : s.optimizer->state(g))
+      host[g].push_back(t.to(at::kCPU).contiguous());
     for (const at::Tensor& t : host[g]) keep_alive.push_back(t);
   }
   std::vector<ckpt::TensorToWrite> tensors;
@@ -76,7 +77,9 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
       const std::string& kind = k == 0 ? std::string("master") : kinds[k - 1];
       const float* base = host[p.shard][k].data_ptr<float>() + p.state_offset;
       tensors.push_back({ckpt::piece_tensor_name(kind, s.names[p.param], p.param_begin),
-                         ckpt::DType::kF32, {n}, base});
+                         ckpt::DType::kF32,
+                         {n},
+                         base});
     }
   }
   // With node-local storage every rank's file carries the buffers: no node needs another's file.
@@ -106,10 +109,9 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
   // Rank 0's own file stands for the whole save on its terminal.
   std::optional<ckpt::Progress> progress;
   if (s.comm->rank() == 0) progress.emplace("save rank 0", total);
-  return ckpt::write_safetensors(path, tensors, {{"format", "zero-checkpoint"}},
-                                 [&](int64_t n) {
-                                   if (progress) progress->advance(n);
-                                 });
+  return ckpt::write_safetensors(path, tensors, {{"format", "zero-checkpoint"}}, [&](int64_t n) {
+    if (progress) progress->advance(n);
+  });
 }
 
 ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
@@ -164,9 +166,11 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
   Impl& s = *impl_;
   const int rank = s.comm->rank();
   ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
-             UsageError, "save_checkpoint: call it on a gradient accumulation boundary (after the "
-             "step() that ends one); rank ", rank, " is at micro-step ", s.micro_steps,
-             " with gradient_accumulation_steps ", s.config.gradient_accumulation_steps);
+             UsageError,
+             "save_checkpoint: call it on a gradient accumulation boundary (after the "
+             "step() that ends one); rank ",
+             rank, " is at micro-step ", s.micro_steps, " with gradient_accumulation_steps ",
+             s.config.gradient_accumulation_steps);
   ZERO_CHECK(client_state.is_object(), UsageError,
              "save_checkpoint: client_state must be a JSON object");
   const std::string tag = tag_in.empty() ? detail::str("global_step", s.global_steps) : tag_in;
@@ -222,8 +226,7 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
     if (!writer) return;
     try {
       const ckpt::Manifest m = build_manifest(s, tag, client_state, digests);
-      ckpt::atomic_write_file(temp + "/" + ckpt::kManifestFile,
-                              ckpt::manifest_to_json(m).dump(1));
+      ckpt::atomic_write_file(temp + "/" + ckpt::kManifestFile, ckpt::manifest_to_json(m).dump(1));
       ckpt::publish_dir(temp, final_dir);
       ckpt::atomic_write_file(save_dir + "/" + ckpt::kLatestFile, tag + "\n");
     } catch (...) {

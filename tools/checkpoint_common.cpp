@@ -151,7 +151,6 @@ std::string grouped(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
-
 std::string shown(const std::string& name) {
   for (unsigned char c : name)
     if (c < 0x20 || c == 0x7F) return ckpt::detail::quoted(name);

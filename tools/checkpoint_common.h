@@ -44,14 +44,12 @@ std::string find_checkpoint_dir(const std::string& dir, const std::string& tag);
 // case-insensitive; a positive byte count or a UsageError naming `flag`.
 int64_t parse_byte_size(const std::string& flag, const std::string& text);
 
-std::string size_text(int64_t bytes);                  // "12.3 MiB"; "27.6 KiB" under 1 MiB
-std::string grouped(int64_t n);                        // 1234567 -> "1,234,567"
+std::string size_text(int64_t bytes);  // "12.3 MiB"; "27.6 KiB" under 1 MiB
+std::string grouped(int64_t n);        // 1234567 -> "1,234,567"
 // A name read from a checkpoint, as it is when printable, else quoted with \xNN escapes, so
 // that a hostile manifest cannot send control sequences to the terminal.
 std::string shown(const std::string& name);
 // "[24, 127]"
 std::string shape_text(const std::vector<int64_t>& shape);
-
-
 
 }  // namespace zero::tools

@@ -52,10 +52,10 @@ void LossScaler::update(bool overflow) {
 
 void LossScaler::restore(const State& st) {
   ZERO_CHECK(st.scale > 0, UsageError, "loss scaler state: scale must be > 0, got ", st.scale);
-  ZERO_CHECK(!options_.dynamic || (st.hysteresis_left >= 1 &&
-                                   st.hysteresis_left <= options_.hysteresis),
-             UsageError, "loss scaler state: hysteresis left ", st.hysteresis_left,
-             " outside [1, ", options_.hysteresis, "] (fp16.hysteresis)");
+  ZERO_CHECK(
+      !options_.dynamic || (st.hysteresis_left >= 1 && st.hysteresis_left <= options_.hysteresis),
+      UsageError, "loss scaler state: hysteresis left ", st.hysteresis_left, " outside [1, ",
+      options_.hysteresis, "] (fp16.hysteresis)");
   ZERO_CHECK(st.iteration >= 0 && st.last_overflow_iteration >= -1 &&
                  st.last_overflow_iteration < st.iteration,
              UsageError, "loss scaler state: last overflow at iteration ",

@@ -25,8 +25,8 @@ using namespace zero::test;
 
 namespace {
 
-constexpr int kSaveAt = 3;    // K: steps before the checkpoint
-constexpr int kSteps = 6;     // N: steps in all
+constexpr int kSaveAt = 3;  // K: steps before the checkpoint
+constexpr int kSteps = 6;   // N: steps in all
 constexpr int kGas = 2;
 constexpr int64_t kMicro = 2;
 
@@ -101,7 +101,8 @@ void run_save(const std::shared_ptr<Communicator>& comm) {
     torch::manual_seed(1234);
     CastNet net(42);
     Engine engine = initialize(net.ptr(), resume_config(rc, world), comm);
-    for (int step = 0; step < kSaveAt; ++step) train_step(engine, net, step, rc.precision == "fp16");
+    for (int step = 0; step < kSaveAt; ++step)
+      train_step(engine, net, step, rc.precision == "fp16");
     const std::string path = engine.save_checkpoint(root_dir() + "/" + rc.name(), "",
                                                     {{"next_step", kSaveAt}, {"case", rc.name()}});
     EXPECT(path == root_dir() + "/" + rc.name() + "/global_step3", rc.name(), ": saved at ", path);
@@ -197,7 +198,7 @@ void run_reshard_load(const std::shared_ptr<Communicator>& comm) {
   plain.micro = kReshardGlobal;  // reference() runs the whole global batch in one process
   const auto expected = reference(plain, 1, parsed.config);
   std::istringstream sources(std::getenv("ZERO_TEST_SOURCES") ? std::getenv("ZERO_TEST_SOURCES")
-                                                               : "");
+                                                              : "");
   std::string source;
   int loads = 0;
   while (sources >> source) {
@@ -207,8 +208,9 @@ void run_reshard_load(const std::shared_ptr<Communicator>& comm) {
     strict.allow_reshard = false;
     const bool same = source == zero::detail::str("from_w", world, "s", stage);
     if (!same)
-      expect_throw<CheckpointError>("strict load of " + source, "allow_reshard is false",
-                                    [&] { engine.load_checkpoint(root_dir() + "/" + source, "", strict); });
+      expect_throw<CheckpointError>("strict load of " + source, "allow_reshard is false", [&] {
+        engine.load_checkpoint(root_dir() + "/" + source, "", strict);
+      });
     auto loaded = engine.load_checkpoint(root_dir() + "/" + source);
     EXPECT(loaded && engine.global_steps() == kSaveAt, source, ": loaded at step ",
            engine.global_steps());
@@ -281,9 +283,10 @@ void run_crash_check(const std::shared_ptr<Communicator>& comm) {
     ++checked;
   }
   if (comm->rank() == 0)
-    std::printf("crash check: %d trials resumed bit-exact (%d from the step-%d checkpoint, %d from "
-                "a loop save)\n",
-                checked, at_step[0], kSaveAt, at_step[1]);
+    std::printf(
+        "crash check: %d trials resumed bit-exact (%d from the step-%d checkpoint, %d from "
+        "a loop save)\n",
+        checked, at_step[0], kSaveAt, at_step[1]);
 }
 
 // Disk full: $ZERO_TEST_CKPT_DIR is a small tmpfs. A good checkpoint, then a filler file leaves
@@ -410,7 +413,8 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   // Another model: other names, then the same names with other shapes.
   Net smaller(42, /*num_blocks=*/1);
   Engine e1 = initialize(smaller.ptr(), parsed, comm);
-  expect_throw<CheckpointError>("another model (names)", "'blocks.1.inner.fc1.weight' is not in the model",
+  expect_throw<CheckpointError>("another model (names)",
+                                "'blocks.1.inner.fc1.weight' is not in the model",
                                 [&] { e1.load_checkpoint(root + "/good"); });
   LoadOptions loose;
   loose.load_module_strict = false;
@@ -419,7 +423,8 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   Engine e4 = initialize(t4.ptr(), parsed, comm);
   e4.save_checkpoint(root + "/tiny");
   Engine e5 = initialize(t5.ptr(), parsed, comm);
-  expect_throw<CheckpointError>("another model (shapes)", "'fc.weight' has shape [5, 127] in the model but [4, 127]",
+  expect_throw<CheckpointError>("another model (shapes)",
+                                "'fc.weight' has shape [5, 127] in the model but [4, 127]",
                                 [&] { e5.load_checkpoint(root + "/tiny"); });
 
   // save_16bit_model: rank 0's one file holds the full parameters, equal to the engine's.
@@ -431,7 +436,8 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
            " tensors for ", full.size(), " parameters");
     for (const auto& [name, t] : full) {
       const ckpt::TensorInfo* info = model.find(name);
-      EXPECT(info && info->nbytes() == static_cast<int64_t>(t.nbytes()), "save_16bit_model: ", name);
+      EXPECT(info && info->nbytes() == static_cast<int64_t>(t.nbytes()),
+             "save_16bit_model: ", name);
       if (!info || info->nbytes() != static_cast<int64_t>(t.nbytes())) continue;
       torch::Tensor read = torch::empty_like(t);
       model.read_all(*info, read.data_ptr());
@@ -467,9 +473,10 @@ void run_node_local(const std::shared_ptr<Communicator>& comm) {
   const int local = detect_rank_env().local_rank, per_node = detect_rank_env().local_world_size;
   const int node_first = rank - local;
   for (int r = 0; r < world; ++r) {
-    const bool here = std::filesystem::exists(zero::detail::str(dir, "/rank0000", r, ".safetensors"));
-    EXPECT(here == (r >= node_first && r < node_first + per_node), "rank ", r,
-           "'s file is ", here ? "" : "not ", "on the node of rank ", rank);
+    const bool here =
+        std::filesystem::exists(zero::detail::str(dir, "/rank0000", r, ".safetensors"));
+    EXPECT(here == (r >= node_first && r < node_first + per_node), "rank ", r, "'s file is ",
+           here ? "" : "not ", "on the node of rank ", rank);
   }
   EXPECT(std::filesystem::exists(dir + "/manifest.json") &&
              std::filesystem::exists(root_dir() + "/latest"),

@@ -20,7 +20,6 @@ using namespace zero::test;
 
 namespace {
 
-
 void run_golden(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size(), rank = comm->rank();
   std::vector<Case> cases;

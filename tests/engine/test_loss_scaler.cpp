@@ -96,8 +96,7 @@ TEST_CASE("the issue's example: window 2, no overflows, doubles on the third upd
 
 TEST_CASE("window 1 keeps the initial scale after the first clean update, then doubles") {
   LossScaler s(dynamic(65536, 1, 1));
-  CHECK(run(s, {false, false, false, false}) ==
-        std::vector<double>{65536, 131072, 262144, 524288});
+  CHECK(run(s, {false, false, false, false}) == std::vector<double>{65536, 131072, 262144, 524288});
 }
 
 TEST_CASE("clean updates double the scale once window updates have passed since the start") {

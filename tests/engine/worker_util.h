@@ -120,7 +120,8 @@ inline void train(Engine& engine, Net& net, const Case& c, int world, int rank,
 // One plain LibTorch process on the whole global batch: AdamW/SGD, hand-applied LR, clip, and
 // OneCycle's momentum as DeepSpeed applies it: betas = (momentum, 0.99) for Adam/AdamW before
 // every step, nothing for SGD (DeepSpeed disables cycling for optimizers without betas).
-inline std::map<std::string, torch::Tensor> reference(const Case& c, int world, const Config& config) {
+inline std::map<std::string, torch::Tensor> reference(const Case& c, int world,
+                                                      const Config& config) {
   Net net(42, 2, /*wrap=*/true, c.reuse_block);  // unattached wrappers are pass-through
   std::vector<torch::Tensor> params = net->parameters();
   std::unique_ptr<torch::optim::Optimizer> opt;

@@ -71,7 +71,6 @@ bool write_memfd(const uint8_t* data, size_t size) {
   return true;
 }
 
-
 // An input that starts with '{' is a manifest: refused with a CheckpointError, or every index
 // and range in it is inside what it declares.
 void fuzz_manifest(const uint8_t* data, size_t size) {

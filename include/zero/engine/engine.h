@@ -50,9 +50,10 @@ struct LoadOptions {
   bool load_optimizer_states = true;     // moments and Adam's step count; else they start fresh
   bool load_lr_scheduler_states = true;  // the LR schedule's position
   bool load_module_only = false;  // parameters (and buffers) only: no optimizer, counters, scaler
-  bool load_module_strict = true;  // every parameter and buffer of the model and the checkpoint match
-  bool allow_reshard = true;       // false: a different world size or stage is an error
-  bool verify_checksums = false;   // recompute every file's CRC32C before reading (reads it all)
+  bool load_module_strict =
+      true;                   // every parameter and buffer of the model and the checkpoint match
+  bool allow_reshard = true;  // false: a different world size or stage is an error
+  bool verify_checksums = false;  // recompute every file's CRC32C before reading (reads it all)
 };
 
 struct LoadedCheckpoint {
