@@ -133,8 +133,7 @@ class Fields {
   }
   std::string dtype(const json& j, const std::string& path) const {
     const std::string d = string(j, path);
-    if (d != "F32" && d != "BF16" && d != "F16" && !parse_dtype(d))
-      fail(path, "unknown dtype '" + d + "'");
+    if (!parse_dtype(d)) fail(path, "unknown dtype '" + d + "'");
     return d;
   }
 

@@ -41,9 +41,8 @@ bool is_dir_writer(const Engine::Impl& s) {
 void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device device) {
   const std::string& mode = s.config.checkpoint.tag_validation;
   if (mode == "Ignore" || s.comm->world_size() == 1) return;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : tag) h = (h ^ c) * 1099511628211ull;
-  const auto hashes = detail::all_gather_values(*s.comm, {static_cast<int64_t>(h)}, device);
+  const auto hashes =
+      detail::all_gather_values(*s.comm, {static_cast<int64_t>(detail::fnv1a(tag))}, device);
   for (int r = 0; r < s.comm->world_size(); ++r) {
     if (hashes[r] == hashes[0]) continue;
     const std::string msg = detail::str("save_checkpoint: checkpoint tag '", tag, "' of rank ",

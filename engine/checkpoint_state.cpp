@@ -87,15 +87,16 @@ at::ScalarType scalar_type_of(const std::string& d) {
   throw CheckpointError(zero::detail::str("checkpoint: unknown dtype '", d, "'"));
 }
 
-std::string config_hash(const Config& config) {
-  const std::string text = to_json_string(config, -1);
+uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string config_hash(const Config& config) {
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(fnv1a(to_json_string(config, -1))));
   return buf;
 }
 

@@ -31,6 +31,8 @@ std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int ran
 std::string precision_name(at::ScalarType compute_dtype);  // "fp32", "bf16", "fp16"
 std::string safetensors_dtype(at::ScalarType dtype);       // "F32", "BF16", ...
 at::ScalarType scalar_type_of(const std::string& safetensors_dtype);
+// FNV-1a: a hash that is the same in every build (tags, configs).
+uint64_t fnv1a(const std::string& text);
 // A stable hash of the resolved config (FNV-1a of its JSON), as 16 hex digits.
 std::string config_hash(const Config& config);
 
