@@ -9,6 +9,7 @@ packages=(
   openmpi-bin openssh-server openssh-client procps psmisc pdsh
   clang libclang-rt-14-dev
   libopenblas0-serial
+  liburing-dev fio  # offload/: io_uring swap files; benchmarks/offload compares with fio
   python3-torch  # tests: Python's own reader of our exports
 )
 

@@ -39,6 +39,10 @@ class CheckpointError : public Error {  // a checkpoint that cannot be written o
  public:
   using Error::Error;
 };
+class IoError : public Error {  // a file read or write that failed
+ public:
+  using Error::Error;
+};
 class InternalError : public Error {  // a broken invariant: a bug in this library
  public:
   using Error::Error;

@@ -1,0 +1,14 @@
+// Small POSIX helpers private to offload/: strerror text with the errno number, and the
+// reading of small text files (/proc entries, owner files).
+#pragma once
+
+#include <string>
+
+namespace zero::offload::detail {
+
+std::string errno_text(int err);  // "No space left on device (errno 28)"
+
+// The whole content of a small file; false (and *out untouched) when it cannot be read.
+bool read_small_file(const std::string& path, std::string* out);
+
+}  // namespace zero::offload::detail
