@@ -49,6 +49,8 @@ std::string probe_o_direct(const std::string& dir) {
   int fd = open_retry(probe, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
+    // Linux creates the file before it refuses O_DIRECT: remove it unless it was not ours.
+    if (err != EEXIST) ::unlink(probe.c_str());
     if (err == EINVAL)
       return "is on a filesystem that refuses O_DIRECT (open: " + errno_text(err) + ")";
     if (err == EACCES || err == EPERM || err == EROFS)
@@ -350,9 +352,12 @@ SwapFile SwapDir::create_file(const std::string& name, int64_t bytes) {
   const int64_t size = align_up(bytes);
   const std::string file = path_ + "/" + name;
   int fd = open_retry(file, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd < 0)
+  if (fd < 0) {
+    const int err = errno;
+    if (err != EEXIST) ::unlink(file.c_str());  // created before O_DIRECT was refused
     throw IoError(::zero::detail::str("rank ", rank_, ": cannot create swap file ", file, " (",
-                                      size, " bytes): ", errno_text(errno)));
+                                      size, " bytes): ", errno_text(err)));
+  }
   SwapFile swap(file, fd, size);  // closes on the way out of a failure below
   auto fail = [&](const char* what, int err) {
     ::unlink(file.c_str());
