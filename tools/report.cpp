@@ -18,6 +18,8 @@
 #include <nccl.h>
 #endif
 
+#include <zero/offload/aio.h>
+
 #include "command.h"
 
 namespace zero::tools {
@@ -130,6 +132,10 @@ int run_report(const std::vector<std::string>& args) {
   row("CUDA kernels", "not compiled");
 #endif
 
+  const std::string uring = offload::io_uring_unavailable_reason();
+  row("io_uring (NVMe)", uring.empty() ? "usable (a ring is set up and a NOP completes)"
+                                       : "not usable: " + uring);
+
   std::cout << "\nhardware\n";
   row("CPU threads", std::to_string(std::thread::hardware_concurrency()));
   row("CPU SIMD", simd_level());
@@ -153,6 +159,6 @@ int run_report(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ZERO_COMMAND("report", "versions, compiled backends, CPU SIMD level and visible GPUs", run_report);
+ZERO_COMMAND("report", "versions, compiled backends, io_uring, CPU SIMD level and visible GPUs", run_report);
 
 }  // namespace zero::tools
