@@ -26,7 +26,7 @@ using Ticket = AioEngine::Ticket;
 
 namespace detail {
 namespace {
-constexpr int kMaxRetries = 1000;                 // EAGAIN/EINTR completions of one block
+constexpr int kMaxRetries = 1000;                     // EAGAIN/EINTR completions of one block
 constexpr int64_t kMaxBlockBytes = int64_t{1} << 30;  // one SQE moves at most 2^32-1 bytes
 constexpr int kMaxQueueDepth = 4096;
 constexpr int kMaxParallelism = 256;
@@ -66,7 +66,7 @@ struct AioBlock {
 
 struct TicketState {
   int64_t blocks_left = 0;
-  std::string error;     // of the first failed block
+  std::string error;        // of the first failed block
   int64_t more_failed = 0;  // other failed blocks of the same request
 };
 
@@ -83,8 +83,7 @@ struct AioShared {
   std::atomic<int64_t> bytes_read{0}, bytes_written{0};
 
   void finish_block(const AioBlock& block, const std::string& error) {
-    if (error.empty())
-      (block.request->is_write ? bytes_written : bytes_read) += block.block_bytes;
+    if (error.empty()) (block.request->is_write ? bytes_written : bytes_read) += block.block_bytes;
     std::lock_guard<std::mutex> lock(mu);
     auto it = tickets.find(block.request->ticket);
     if (it == tickets.end()) {  // cannot happen: a ticket leaves the table after its last block
@@ -110,8 +109,8 @@ struct AioShared {
     const AioRequest& r = *b.request;
     return ::zero::detail::str("rank ", rank, ": io_uring ", r.is_write ? "write" : "read", " of ",
                                r.path, " at offset ", b.offset, " (", b.left_bytes,
-                               " bytes): ", why, "; in a request of ", r.bytes,
-                               " bytes at offset ", r.offset);
+                               " bytes): ", why, "; in a request of ", r.bytes, " bytes at offset ",
+                               r.offset);
   }
 };
 
@@ -123,8 +122,8 @@ class AioRing {
     int rc = io_uring_queue_init(static_cast<unsigned>(depth), &ring_, 0);
     if (rc < 0)
       throw IoError(::zero::detail::str("rank ", shared->rank, ": io_uring_queue_init(", depth,
-                                        " entries) for aio ring ", index, " failed: ",
-                                        errno_text(-rc), io_uring_disabled_hint(-rc)));
+                                        " entries) for aio ring ", index,
+                                        " failed: ", errno_text(-rc), io_uring_disabled_hint(-rc)));
     try {
       thread_ = std::thread([this] { run(); });
     } catch (...) {
@@ -258,9 +257,9 @@ class AioRing {
       error = shared_->block_error(*b, errno_text(-res));
     } else if (res == 0) {
       // No progress: at the end of the file for a read; a write that cannot go on.
-      error = shared_->block_error(
-          *b, b->request->is_write ? errno_text(ENOSPC) + " (the write made no progress)"
-                                   : "unexpected end of file (the file is shorter)");
+      error = shared_->block_error(*b, b->request->is_write
+                                           ? errno_text(ENOSPC) + " (the write made no progress)"
+                                           : "unexpected end of file (the file is shorter)");
     } else {
       b->offset += res;
       b->buf += res;
@@ -303,8 +302,8 @@ AioEngine::AioEngine(const AioOptions& options, int rank)
   ZERO_CHECK(o.queue_depth >= 1 && o.queue_depth <= detail::kMaxQueueDepth, ConfigError,
              "aio.queue_depth: ", o.queue_depth, " must be in 1..", detail::kMaxQueueDepth);
   ZERO_CHECK(o.intra_op_parallelism >= 1 && o.intra_op_parallelism <= detail::kMaxParallelism,
-             ConfigError, "aio.intra_op_parallelism: ", o.intra_op_parallelism,
-             " must be in 1..", detail::kMaxParallelism);
+             ConfigError, "aio.intra_op_parallelism: ", o.intra_op_parallelism, " must be in 1..",
+             detail::kMaxParallelism);
   shared_->options = options;
   shared_->rank = rank;
   for (int i = 0; i < o.intra_op_parallelism; ++i)
@@ -332,9 +331,8 @@ Ticket AioEngine::submit(bool is_write, const SwapFile& file, int64_t offset, vo
   ZERO_CHECK(buf != nullptr && bytes > 0 && offset >= 0 && address % kIoAlign == 0 &&
                  offset % kIoAlign == 0 && bytes % kIoAlign == 0,
              UsageError, "rank ", shared_->rank, ": AioEngine::", op, " of ", file.path(),
-             ": buffer ", buf, ", offset ", offset, " and bytes ", bytes,
-             " must be multiples of ", kIoAlign,
-             " (O_DIRECT; use AlignedBuffer and align_up), bytes > 0");
+             ": buffer ", buf, ", offset ", offset, " and bytes ", bytes, " must be multiples of ",
+             kIoAlign, " (O_DIRECT; use AlignedBuffer and align_up), bytes > 0");
 
   const int64_t block = shared_->options.block_size_bytes;
   const int64_t nblocks = (bytes + block - 1) / block;
@@ -400,7 +398,8 @@ void AioEngine::wait_all() {
 bool AioEngine::is_completed(Ticket ticket) const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   auto it = shared_->tickets.find(ticket);
-  return ticket < shared_->next_ticket && (it == shared_->tickets.end() || it->second.blocks_left == 0);
+  return ticket < shared_->next_ticket &&
+         (it == shared_->tickets.end() || it->second.blocks_left == 0);
 }
 
 int64_t AioEngine::bytes_read() const {

@@ -44,8 +44,8 @@ ConfigError path_error(const std::string& json_key, const std::string& path,
 // why not, phrased to follow the path ("is not writable (...)").
 std::string probe_o_direct(const std::string& dir) {
   static std::atomic<int> counter{0};
-  const std::string probe = ::zero::detail::str(dir, "/.zero-odirect-probe-", ::getpid(), "-",
-                                                counter.fetch_add(1));
+  const std::string probe =
+      ::zero::detail::str(dir, "/.zero-odirect-probe-", ::getpid(), "-", counter.fetch_add(1));
   int fd = open_retry(probe, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
@@ -92,8 +92,8 @@ bool plain_name(const std::string& name) {
 bool make_private_dir(const std::string& dir, int rank) {
   if (::mkdir(dir.c_str(), 0700) == 0) {
     if (::chmod(dir.c_str(), 0700) != 0)
-      throw IoError(::zero::detail::str("rank ", rank, ": cannot chmod 0700 ", dir, ": ",
-                                        errno_text(errno)));
+      throw IoError(
+          ::zero::detail::str("rank ", rank, ": cannot chmod 0700 ", dir, ": ", errno_text(errno)));
     return true;
   }
   int err = errno;
@@ -109,8 +109,8 @@ bool make_private_dir(const std::string& dir, int rank) {
 void write_text_file(const std::string& path, const std::string& text, int rank) {
   int fd = open_retry(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
-    throw IoError(::zero::detail::str("rank ", rank, ": cannot create ", path, ": ",
-                                      errno_text(errno)));
+    throw IoError(
+        ::zero::detail::str("rank ", rank, ": cannot create ", path, ": ", errno_text(errno)));
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -118,14 +118,14 @@ void write_text_file(const std::string& path, const std::string& text, int rank)
     if (n <= 0) {
       int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw IoError(::zero::detail::str("rank ", rank, ": cannot write ", path, ": ",
-                                        errno_text(err)));
+      throw IoError(
+          ::zero::detail::str("rank ", rank, ": cannot write ", path, ": ", errno_text(err)));
     }
     done += static_cast<size_t>(n);
   }
   if (::close(fd) != 0 && errno != EINTR)
-    throw IoError(::zero::detail::str("rank ", rank, ": cannot close ", path, ": ",
-                                      errno_text(errno)));
+    throw IoError(
+        ::zero::detail::str("rank ", rank, ": cannot close ", path, ": ", errno_text(errno)));
 }
 
 std::string trimmed(std::string s) {
@@ -271,9 +271,9 @@ SwapDir::SwapDir(const std::string& nvme_path, const std::string& job_id, int ra
   struct stat st;
   if (::stat(nvme_path.c_str(), &st) != 0) {
     int err = errno;
-    throw path_error(json_key, nvme_path,
-                     (err == ENOENT ? "does not exist (" : "cannot be used (") + errno_text(err) +
-                         ")");
+    throw path_error(
+        json_key, nvme_path,
+        (err == ENOENT ? "does not exist (" : "cannot be used (") + errno_text(err) + ")");
   }
   if (!S_ISDIR(st.st_mode)) throw path_error(json_key, nvme_path, "is not a directory");
   if (::access(nvme_path.c_str(), W_OK | X_OK) != 0)
@@ -296,16 +296,16 @@ SwapDir::SwapDir(const std::string& nvme_path, const std::string& job_id, int ra
       if (!gone) {
         const std::string held = path_;
         path_.clear();  // not ours: the destructor must leave it alone
-        throw ConfigError(::zero::detail::str(
-            json_key, ": swap directory ", held, " already exists and ", why,
-            "; use another job id, or remove it with `zero clean-swap ", nvme_path,
-            "` (--force when its owner is known to be dead)"));
+        throw ConfigError(
+            ::zero::detail::str(json_key, ": swap directory ", held, " already exists and ", why,
+                                "; use another job id, or remove it with `zero clean-swap ",
+                                nvme_path, "` (--force when its owner is known to be dead)"));
       }
       std::error_code ec;
       fs::remove_all(path_, ec);
       if (ec)
-        throw IoError(::zero::detail::str("rank ", rank, ": cannot remove the stale swap directory ",
-                                          path_, ": ", ec.message()));
+        throw IoError(::zero::detail::str(
+            "rank ", rank, ": cannot remove the stale swap directory ", path_, ": ", ec.message()));
       make_private_dir(path_, rank);
     }
     write_text_file(path_ + "/owner", SwapOwner::of_process(::getpid()).to_text(), rank);
@@ -345,8 +345,8 @@ void SwapDir::remove_all() noexcept {
 
 SwapFile SwapDir::create_file(const std::string& name, int64_t bytes) {
   ZERO_CHECK(!path_.empty(), UsageError, "SwapDir::create_file on a moved-from SwapDir");
-  ZERO_CHECK(plain_name(name) && name != "owner", UsageError, "rank ", rank_,
-             ": swap file name \"", name, "\" must be a plain file name other than \"owner\"");
+  ZERO_CHECK(plain_name(name) && name != "owner", UsageError, "rank ", rank_, ": swap file name \"",
+             name, "\" must be a plain file name other than \"owner\"");
   ZERO_CHECK(bytes >= 0, UsageError, "rank ", rank_, ": swap file ", name, ": negative size ",
              bytes);
   const int64_t size = align_up(bytes);
@@ -361,8 +361,8 @@ SwapFile SwapDir::create_file(const std::string& name, int64_t bytes) {
   SwapFile swap(file, fd, size);  // closes on the way out of a failure below
   auto fail = [&](const char* what, int err) {
     ::unlink(file.c_str());
-    return IoError(::zero::detail::str("rank ", rank_, ": cannot ", what, " swap file ", file,
-                                       " (", size, " bytes): ", errno_text(err),
+    return IoError(::zero::detail::str("rank ", rank_, ": cannot ", what, " swap file ", file, " (",
+                                       size, " bytes): ", errno_text(err),
                                        err == ENOSPC ? "; free space on the nvme_path disk" : ""));
   };
   if (::fchmod(fd, 0600) != 0) throw fail("chmod 0600", errno);

@@ -133,8 +133,8 @@ int run_report(const std::vector<std::string>& args) {
 #endif
 
   const std::string uring = offload::io_uring_unavailable_reason();
-  row("io_uring (NVMe)", uring.empty() ? "usable (a ring is set up and a NOP completes)"
-                                       : "not usable: " + uring);
+  row("io_uring (NVMe)",
+      uring.empty() ? "usable (a ring is set up and a NOP completes)" : "not usable: " + uring);
 
   std::cout << "\nhardware\n";
   row("CPU threads", std::to_string(std::thread::hardware_concurrency()));
@@ -159,6 +159,7 @@ int run_report(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ZERO_COMMAND("report", "versions, compiled backends, io_uring, CPU SIMD level and visible GPUs", run_report);
+ZERO_COMMAND("report", "versions, compiled backends, io_uring, CPU SIMD level and visible GPUs",
+             run_report);
 
 }  // namespace zero::tools

@@ -25,8 +25,11 @@ int64_t parse_bytes(const std::string& s) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   const std::string unit = end;
-  const double mult = unit.empty() ? 1 : unit == "K" ? 1024 : unit == "M" ? 1048576
-                                     : unit == "G"   ? 1073741824 : -1;
+  const double mult = unit.empty()  ? 1
+                      : unit == "K" ? 1024
+                      : unit == "M" ? 1048576
+                      : unit == "G" ? 1073741824
+                                    : -1;
   ZERO_CHECK(end != s.c_str() && mult > 0 && v > 0, zero::UsageError, "aio_bench: bad size '", s,
              "' (e.g. 4096, 128K, 1M)");
   return static_cast<int64_t>(v * mult);
@@ -99,9 +102,10 @@ int main(int argc, char** argv) {
       }
     }
     if (header) {
-      std::printf("| block | queue depth | parallelism | single submit | overlap events | MiB |"
-                  " aio 1st write GB/s | aio write GB/s | fio write GB/s | aio read GB/s |"
-                  " fio read GB/s |\n");
+      std::printf(
+          "| block | queue depth | parallelism | single submit | overlap events | MiB |"
+          " aio 1st write GB/s | aio write GB/s | fio write GB/s | aio read GB/s |"
+          " fio read GB/s |\n");
       std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     }
     auto fio_cell = [&](const std::vector<double>& v) {
@@ -113,8 +117,8 @@ int main(int argc, char** argv) {
     std::printf("| %lldK | %d | %d | %s | %s | %lld | %.2f | %.2f | %s | %.2f | %s |\n",
                 static_cast<long long>(o.block_size_bytes >> 10), o.queue_depth,
                 o.intra_op_parallelism, o.single_submit ? "yes" : "no",
-                o.overlap_events ? "yes" : "no", static_cast<long long>(size_mib), median(w1), median(w),
-                fio_cell(fw).c_str(), median(r), fio_cell(fr).c_str());
+                o.overlap_events ? "yes" : "no", static_cast<long long>(size_mib), median(w1),
+                median(w), fio_cell(fw).c_str(), median(r), fio_cell(fr).c_str());
     if (!why_not.empty()) std::fprintf(stderr, "aio_bench: no fio figures: %s\n", why_not.c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -18,8 +18,7 @@ namespace zero::bench {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 uint64_t pattern(uint64_t i) {  // splitmix64: random-looking, never all zeros, cheap to redo
@@ -50,8 +49,8 @@ RawIoResult measure_aio_raw(const std::string& dir, int64_t bytes,
                             const offload::AioOptions& options, int64_t buffer_bytes) {
   static std::atomic<int> runs{0};
   bytes = offload::align_up(bytes);
-  const std::string job = "aio_bench-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(runs.fetch_add(1));
+  const std::string job =
+      "aio_bench-" + std::to_string(::getpid()) + "-" + std::to_string(runs.fetch_add(1));
   offload::SwapDir swap(dir, job, 0, "aio_bench --dir");
   offload::SwapFile file = swap.create_file("raw.swp", bytes);
   offload::AioEngine aio(options, 0);
@@ -79,8 +78,8 @@ RawIoResult measure_aio_raw(const std::string& dir, int64_t bytes,
 
 namespace {
 // Runs one fio job; returns its bandwidth in bytes/s, or -1 with *why_not.
-double run_fio(const std::string& file, const char* rw, int64_t bytes,
-               const offload::AioOptions& o, std::string* why_not) {
+double run_fio(const std::string& file, const char* rw, int64_t bytes, const offload::AioOptions& o,
+               std::string* why_not) {
   const int jobs = o.intra_op_parallelism;
   const int64_t per_job = bytes / jobs / o.block_size_bytes * o.block_size_bytes;
   if (per_job == 0) {

@@ -11,7 +11,7 @@ namespace zero::bench {
 
 struct RawIoResult {
   int64_t bytes = 0;
-  double first_write_s = 0;  // into freshly preallocated (unwritten) extents
+  double first_write_s = 0;        // into freshly preallocated (unwritten) extents
   double write_s = 0, read_s = 0;  // overwrite, as every step after the first does; read
   double first_write_gbps() const { return first_write_s > 0 ? bytes / first_write_s / 1e9 : 0; }
   double write_gbps() const { return write_s > 0 ? bytes / write_s / 1e9 : 0; }

@@ -135,8 +135,8 @@ TEST_CASE("a bad nvme_path is a ConfigError naming key, path, reason and fallbac
     // (swap_mounts_test).
     WARN("skipped: a 0500 directory is writable for root; see offload_swap_mounts");
   } else {
-    CHECK_THROWS_WITH(SwapDir(ro, "j", 0, kKey), Catch::Contains("is not writable") &&
-                                                     Catch::Contains("Permission denied"));
+    CHECK_THROWS_WITH(SwapDir(ro, "j", 0, kKey),
+                      Catch::Contains("is not writable") && Catch::Contains("Permission denied"));
   }
   ::chmod(ro.c_str(), 0700);
 }
@@ -158,9 +158,9 @@ TEST_CASE("a rank dir left by a dead process is reused, a live one's is not",
   CHECK_FALSE(fs::exists(tmp.path() + "/job"));
 
   plant_job_dir(tmp.path() + "/job2", SwapOwner::of_process(::getpid()));  // alive: us
-  CHECK_THROWS_WITH(SwapDir(tmp.path(), "job2", 0, kKey),
-                    Catch::Contains("already exists") && Catch::Contains("in use by pid") &&
-                        Catch::Contains("zero clean-swap"));
+  CHECK_THROWS_WITH(SwapDir(tmp.path(), "job2", 0, kKey), Catch::Contains("already exists") &&
+                                                              Catch::Contains("in use by pid") &&
+                                                              Catch::Contains("zero clean-swap"));
   CHECK(fs::exists(tmp.path() + "/job2/rank0/optimizer.swp"));  // left alone
 }
 
@@ -190,7 +190,8 @@ TEST_CASE("clean_swap removes dead jobs' dirs and keeps live ones", "[offload][s
         std::vector<std::string>{tmp.path() + "/dead-job", tmp.path() + "/reused-pid-job"});
   std::map<std::string, std::string> kept(r.kept.begin(), r.kept.end());
   REQUIRE(kept.size() == 4);
-  CHECK_THAT(kept[tmp.path() + "/live-job"], Catch::Contains("in use by pid " + std::to_string(live)));
+  CHECK_THAT(kept[tmp.path() + "/live-job"],
+             Catch::Contains("in use by pid " + std::to_string(live)));
   CHECK_THAT(kept[tmp.path() + "/remote-job"], Catch::Contains("not this host"));
   CHECK_THAT(kept[tmp.path() + "/not-ours"], Catch::Contains("not a swap job directory"));
   CHECK_THAT(kept[tmp.path() + "/my-job"], Catch::Contains("in use by pid"));

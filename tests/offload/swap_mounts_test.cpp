@@ -31,9 +31,10 @@ TEST_CASE("a full disk: preallocation fails with IoError naming file, size and r
     dir.create_file("optimizer.swp", 4 * 1048576);
     FAIL("no IoError");
   } catch (const zero::IoError& e) {
-    CHECK_THAT(e.what(), Catch::StartsWith("rank 1: cannot preallocate (fallocate) swap file " +
-                                           dir.path() + "/optimizer.swp (4194304 bytes): No "
-                                                        "space left on device"));
+    CHECK_THAT(e.what(),
+               Catch::StartsWith("rank 1: cannot preallocate (fallocate) swap file " + dir.path() +
+                                 "/optimizer.swp (4194304 bytes): No "
+                                 "space left on device"));
   }
   CHECK_FALSE(fs::exists(dir.path() + "/optimizer.swp"));  // removed again
   SwapFile ok = dir.create_file("small.swp", 65536);       // the disk still takes small files
