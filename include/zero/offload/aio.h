@@ -15,14 +15,17 @@ namespace zero::offload {
 
 // The ds_config "aio" section. Validated by AioEngine (ConfigError naming the aio.* key).
 struct AioOptions {
-  int64_t block_size_bytes =
-      1048576;                   // aio.block_size: a request is split into blocks of this size
-  int queue_depth = 8;           // aio.queue_depth: blocks in flight per ring
-  int intra_op_parallelism = 1;  // aio.intra_op_parallelism: rings (each with its own thread)
-                                 // one request is split over
-  bool single_submit = false;    // aio.single_submit: one io_uring_submit per block, not batches
-  bool overlap_events = true;    // aio.overlap_events: submit the next blocks as completions
-                                 // arrive; false: submit a batch, wait for all of it, then the next
+  // aio.block_size: a request is split into blocks of this size
+  int64_t block_size_bytes = 1048576;
+  // aio.queue_depth: blocks in flight per ring
+  int queue_depth = 8;
+  // aio.intra_op_parallelism: rings (each with its own thread) one request is split over
+  int intra_op_parallelism = 1;
+  // aio.single_submit: one io_uring_submit per block instead of batches
+  bool single_submit = false;
+  // aio.overlap_events: submit the next blocks as completions arrive; false: submit a batch,
+  // wait for all of it, then the next
+  bool overlap_events = true;
 };
 
 namespace detail {
