@@ -342,23 +342,26 @@ Ticket AioEngine::submit(bool is_write, const SwapFile& file, int64_t offset, vo
   request->path = file.path();
   request->offset = offset;
   request->bytes = bytes;
+  // Block i goes to ring i % rings, so that all rings move through the request together.
+  const size_t rings = rings_.size();
+  std::vector<std::vector<detail::AioBlock*>> per_ring(rings);
+  std::vector<std::unique_ptr<detail::AioBlock>> blocks;  // all made before the ticket exists
+  for (int64_t i = 0; i < nblocks; ++i) {
+    auto b = std::make_unique<detail::AioBlock>();
+    b->request = request;
+    b->offset = offset + i * block;
+    b->buf = static_cast<char*>(buf) + i * block;
+    b->left_bytes = b->block_bytes = std::min(block, bytes - i * block);
+    per_ring[static_cast<size_t>(i) % rings].push_back(b.get());
+    blocks.push_back(std::move(b));
+  }
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     request->ticket = shared_->next_ticket++;
     shared_->tickets[request->ticket].blocks_left = nblocks;
     ++shared_->unfinished;
   }
-  // Block i goes to ring i % rings, so that all rings move through the request together.
-  const size_t rings = rings_.size();
-  std::vector<std::vector<detail::AioBlock*>> per_ring(rings);
-  for (int64_t i = 0; i < nblocks; ++i) {
-    auto* b = new detail::AioBlock;
-    b->request = request;
-    b->offset = offset + i * block;
-    b->buf = static_cast<char*>(buf) + i * block;
-    b->left_bytes = b->block_bytes = std::min(block, bytes - i * block);
-    per_ring[static_cast<size_t>(i) % rings].push_back(b);
-  }
+  for (auto& b : blocks) static_cast<void>(b.release());  // the rings own them now
   for (size_t r = 0; r < rings; ++r)
     if (!per_ring[r].empty()) rings_[r]->enqueue(per_ring[r]);
   return request->ticket;
@@ -398,7 +401,7 @@ void AioEngine::wait_all() {
 bool AioEngine::is_completed(Ticket ticket) const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   auto it = shared_->tickets.find(ticket);
-  return ticket < shared_->next_ticket &&
+  return ticket >= 1 && ticket < shared_->next_ticket &&
          (it == shared_->tickets.end() || it->second.blocks_left == 0);
 }
 
