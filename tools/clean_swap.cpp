@@ -16,8 +16,7 @@ constexpr const char* kUsage =
     "  gone. Directories of live processes, of other hosts, and anything that is not a swap\n"
     "  job directory are kept and listed with the reason.\n"
     "  --force   also remove swap job directories whose owner may be alive or is on another\n"
-    "            host (only when you know no job uses them)\n"
-    "example: zero clean-swap /local_nvme\n";
+    "            host (only when you know no job uses them)\n";
 
 int run_clean_swap(const std::vector<std::string>& args) {
   std::string path;
