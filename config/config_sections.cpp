@@ -286,13 +286,10 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
     ctx.warn(s.child("mics_shard_size"),
              "ignored: MiCS sharding is not implemented; ZeRO shards over all ranks");
   }
-  for (const char* key : {"offload_optimizer", "offload_param"}) {
-    const std::string& device = std::string(key) == "offload_optimizer" ? z.offload_optimizer.device
-                                                                        : z.offload_param.device;
-    if (device == "nvme") {
-      ctx.error(s.child(std::string(key) + ".device"),
-                "not supported: NVMe offload is not implemented yet; use \"cpu\"");
-    }
+  if (z.offload_param.device == "nvme" && z.stage == 3) {
+    ctx.error(s.child("offload_param.device"),
+              "not supported: parameter offload (cpu or nvme) is not implemented yet; "
+              "offload_optimizer (cpu or nvme) is");
   }
   if (z.offload_optimizer.ratio < 1.0 && z.stage != 3) {
     ctx.error(s.child("offload_optimizer.ratio"),

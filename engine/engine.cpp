@@ -2,6 +2,7 @@
 // checks that all ranks agree, builds the layout, stage, optimizer and LR schedule, and runs
 // backward / step with DeepSpeed's accumulation, clipping and scheduling semantics.
 #include "engine_impl.h"
+#include "optimizer_setup.h"
 
 #include <zero/comm/process_group.h>
 #include <zero/core/loss_scaler.h>
@@ -65,32 +66,12 @@ void check_config(const Config& c) {
   ZERO_CHECK(!c.fp16.enabled || !c.fp16.auto_cast, ConfigError,
              "fp16.auto_cast: not supported; cast the model's inputs yourself (the engine "
              "converts the parameters to fp16)");
-  ZERO_CHECK(c.zero_optimization.offload_optimizer.device == "none" &&
-                 c.zero_optimization.offload_param.device == "none",
-             ConfigError,
-             "zero_optimization.offload_optimizer/offload_param: offloading is not "
-             "supported by this build yet; set device to \"none\"");
+  detail::check_offload_config(c);
   ZERO_CHECK(!c.optimizer.type.empty(), ConfigError,
              "optimizer.type: the ds_config must name an optimizer (Adam, AdamW or SGD)");
   ZERO_CHECK(!c.optimizer.amsgrad, ConfigError, "optimizer.params.amsgrad: not supported");
   ZERO_CHECK(c.gradient_accumulation_steps >= 1, ConfigError,
              "gradient_accumulation_steps must be >= 1, got ", c.gradient_accumulation_steps);
-}
-
-OptimizerOptions optimizer_options(const OptimizerConfig& o) {
-  OptimizerOptions out;
-  out.kind = parse_optimizer_kind(o.type);
-  // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false (the config resolves it).
-  if (out.kind == OptimizerKind::kAdam && o.adam_w_mode) out.kind = OptimizerKind::kAdamW;
-  out.beta1 = o.betas[0];
-  out.beta2 = o.betas[1];
-  out.eps = o.eps;
-  out.weight_decay = o.weight_decay;
-  out.bias_correction = o.bias_correction;
-  out.momentum = o.momentum;
-  out.dampening = o.dampening;
-  out.nesterov = o.nesterov;
-  return out;
 }
 
 // "fp32" / "fp16" / "bf16" (validated by the config parser); "" -> Undefined (the default).
@@ -151,6 +132,7 @@ StageOptions stage_options(const Config& c) {
   s.persistence_threshold_numel = z.stage3_param_persistence_threshold;
   s.max_live_numel = z.stage3_max_live_parameters;
   s.max_reuse_distance_numel = z.stage3_max_reuse_distance;
+  s.offload_optimizer = z.offload_optimizer.device != "none" && z.stage >= 1;
   return s;
 }
 
@@ -185,6 +167,11 @@ std::string MemoryReport::to_string() const {
       << ", optimizer " << mb(optimizer_states_bytes) << "), comm buffers "
       << mb(comm_buffers_bytes) << ", gathered " << mb(gathered_params_bytes) << " (peak "
       << mb(peak_gathered_params_bytes) << ")";
+  if (host_bytes() > 0)
+    out << "; host: master " << mb(host_master_params_bytes) << ", optimizer "
+        << mb(host_optimizer_states_bytes) << ", grads " << mb(host_gradients_bytes) << ", buffers "
+        << mb(host_buffers_bytes);
+  if (nvme_bytes > 0) out << "; nvme " << mb(nvme_bytes);
   return out.str();
 }
 
@@ -328,8 +315,14 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                               stage == 3 ? units : std::vector<UnitSpec>{});
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
-  impl->optimizer = ShardOptimizer::create(optimizer_options(config.optimizer));
+  impl->optimizer = detail::make_optimizer(config, *comm, ordered[0].second.device());
   impl->optimizer->init_state(impl->stage->optimizer_shards());
+  if (impl->optimizer->wants_grad_copies()) {
+    ShardOptimizer* optimizer = impl->optimizer.get();
+    impl->stage->set_grad_ready([optimizer](int group, int64_t begin, int64_t numel) {
+      optimizer->grad_ready(group, begin, numel);
+    });
+  }
   impl->schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
   // OneCycle's cycle_momentum writes (momentum, 0.99) into the optimizer's betas before every
   // step; DeepSpeed disables it, with a warning, for optimizers without betas (SGD).
@@ -351,12 +344,17 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                   : impl->compute_dtype == at::kHalf ? "fp16 with fp32 masters"
                                                      : "bf16 with fp32 masters",
                   impl->scaler ? ", loss " + impl->scaler->describe() : std::string());
+  const std::string states_at =
+      impl->optimizer->location() == "device"
+          ? std::string()
+          : detail::str(" (master and moments on ", impl->optimizer->location(), ")");
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
         "[rank 0] ZeRO stage {} on {} ranks: {} trainable parameters ({} elements "
-        "padded), optimizer {}, {}",
-        stage, comm->world_size(), specs.size(), padded_numel, optimizer_type, precision);
+        "padded), optimizer {}{}, {}",
+        stage, comm->world_size(), specs.size(), padded_numel, optimizer_type, states_at,
+        precision);
     spdlog::info("[rank 0] memory: {}", engine.memory_report().to_string());
   }
   return engine;
@@ -447,6 +445,7 @@ void Engine::Impl::optimizer_step() {
                    global_steps, skipped_steps,
                    scaler ? detail::str("; loss scale ", scale, " -> ", scaler->scale()) : "");
     stage->zero_grad();
+    optimizer->drop_gradients();
     // Unchanged parameters, but stage 3 released every unit at the end of backward and gathers
     // the rest of the model (unit 0) for the next forward here.
     stage->publish_parameters();
@@ -541,6 +540,12 @@ MemoryReport Engine::memory_report() const {
   r.gradients_bytes = m.gradients_bytes;
   r.master_params_bytes = m.master_params_bytes;
   r.optimizer_states_bytes = impl_->optimizer->state_bytes();
+  const OffloadMemory host = impl_->optimizer->offload_memory();
+  r.host_master_params_bytes = host.host_master_bytes;
+  r.host_optimizer_states_bytes = host.host_states_bytes;
+  r.host_gradients_bytes = host.host_grads_bytes;
+  r.host_buffers_bytes = host.host_buffers_bytes;
+  r.nvme_bytes = host.nvme_bytes;
   r.comm_buffers_bytes = m.comm_buffers_bytes;
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;

@@ -124,8 +124,11 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     }
     // Stage 0 optimizes the whole buffer; the others this rank's shard.
     if (options_.stage == 0) compute_shard = b.flat;
-    b.master_is_alias = g.dtype == at::kFloat;
-    b.master = b.master_is_alias ? compute_shard : compute_shard.to(at::kFloat);
+    b.master_is_alias = g.dtype == at::kFloat && !options_.offload_optimizer;
+    if (b.master_is_alias)
+      b.master = compute_shard;
+    else if (!options_.offload_optimizer)
+      b.master = compute_shard.to(at::kFloat);
     b.compute_shard = compute_shard;
   }
 
@@ -142,6 +145,8 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
   if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
     for (int i = 0; i < 2; ++i) slots_.push_back(new_slot());
   }
+
+  find_unbucketed();
 
   // Hooks run after AccumulateGrad has put the gradient into param.grad.
   accumulators_.resize(params_.size());
@@ -162,6 +167,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
 
 void FlatStage::start_backward(bool boundary) {
   ZERO_ASSERT(pending_.empty(), "buckets still in flight at the start of backward");
+  boundary_backward_ = boundary;
   reduce_now_ = reduction_ == GradReduction::kReduceScatter || boundary;
   for (auto& b : buckets_) b = BucketState{};
   in_backward_ = true;
@@ -250,7 +256,10 @@ void FlatStage::launch_bucket(int bucket) {
   bs.launched = true;
   const Bucket& b = layout_.buckets()[bucket];
   if (reduction_ == GradReduction::kAllReduce) {
-    if (world_ == 1) return;
+    if (world_ == 1) {
+      notify_grad_ready(bucket);
+      return;
+    }
     at::Tensor view = groups_[b.group].flat_grad.narrow(0, b.buffer.begin, b.buffer.numel());
     if (!average_op_) view.mul_(pre_scale_);
     at::Tensor reduced = view.scalar_type() == comm_dtype_ ? view : view.to(comm_dtype_);
@@ -281,6 +290,7 @@ void FlatStage::finish_pending() {
   if (p.reduced.defined()) {
     if (post_scale) p.reduced.mul_(post_scale_);
     if (!p.reduced.is_same(p.target)) p.target.copy_(p.reduced);
+    notify_grad_ready(p.bucket);
   }
   if (p.slot >= 0) {
     const ShardRange r = layout_.bucket_shard_range(p.bucket, rank_);
@@ -290,8 +300,46 @@ void FlatStage::finish_pending() {
       if (post_scale) recv.mul_(post_scale_);
       groups_[group].grad_shard.narrow(0, r.begin, r.numel()).add_(recv);
     }
+    notify_grad_ready(p.bucket);
     slots_[p.slot].busy = false;
     buckets_[p.bucket].slot = -1;
+  }
+}
+
+// The part of `bucket` inside this rank's optimizer shard, once it is final (the reduction
+// of the accumulation boundary's micro-step), in shard coordinates.
+ShardRange FlatStage::bucket_in_shard(int bucket) const {
+  const Bucket& b = layout_.buckets()[bucket];
+  if (reduction_ == GradReduction::kReduceScatter) return layout_.bucket_shard_range(bucket, rank_);
+  const BufferRange shard = layout_.groups()[b.group].shard(rank_);
+  return b.buffer.intersect(shard).relative_to<ShardSpace>(shard.begin);
+}
+
+void FlatStage::notify_grad_ready(int bucket) {
+  if (!grad_ready_ || !boundary_backward_) return;
+  const ShardRange r = bucket_in_shard(bucket);
+  if (!r.empty()) grad_ready_(layout_.buckets()[bucket].group, r.begin, r.numel());
+}
+
+// The parts of each group's shard that no bucket covers (padding): their gradients stay zero,
+// and reporting them once per boundary lets the receiver count every element exactly once.
+void FlatStage::find_unbucketed() {
+  const auto& lgroups = layout_.groups();
+  std::vector<std::vector<ShardRange>> covered(lgroups.size());
+  for (size_t bi = 0; bi < layout_.buckets().size(); ++bi) {
+    const ShardRange r = bucket_in_shard(static_cast<int>(bi));
+    if (!r.empty()) covered[layout_.buckets()[bi].group].push_back(r);
+  }
+  unbucketed_.assign(lgroups.size(), {});
+  for (size_t g = 0; g < lgroups.size(); ++g) {
+    std::sort(covered[g].begin(), covered[g].end(),
+              [](const ShardRange& a, const ShardRange& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const ShardRange& r : covered[g]) {
+      if (r.begin > at) unbucketed_[g].push_back({at, r.begin});
+      at = std::max(at, r.end);
+    }
+    if (at < lgroups[g].shard_numel) unbucketed_[g].push_back({at, lgroups[g].shard_numel});
   }
 }
 
@@ -301,6 +349,10 @@ void FlatStage::finish_backward() {
       if (!buckets_[bi].launched) launch_bucket(static_cast<int>(bi));
   }
   while (!pending_.empty()) finish_pending();
+  if (grad_ready_ && boundary_backward_)
+    for (size_t g = 0; g < unbucketed_.size(); ++g)
+      for (const ShardRange& r : unbucketed_[g])
+        grad_ready_(static_cast<int>(g), r.begin, r.numel());
   in_backward_ = false;
 }
 
@@ -313,7 +365,9 @@ void FlatStage::zero_grad() {
 
 OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {
   const GroupBuffers& b = groups_[group];
-  return OptimizerShard{group, b.master, grad, b.master_is_alias ? at::Tensor() : b.compute_shard};
+  const bool own_master = b.master.defined() && !b.master_is_alias;
+  return OptimizerShard{group, b.master, grad, own_master ? b.compute_shard : at::Tensor(),
+                        b.compute_shard};
 }
 
 void FlatStage::all_gather_shard_into_flat(int group) {
@@ -368,7 +422,7 @@ StageMemory FlatStage::memory() const {
       m.parameters_bytes += b.flat.nbytes();
     if (b.flat_grad.defined()) m.gradients_bytes += b.flat_grad.nbytes();
     if (b.grad_shard.defined()) m.gradients_bytes += b.grad_shard.nbytes();
-    if (!b.master_is_alias) m.master_params_bytes += b.master.nbytes();
+    if (!b.master_is_alias && b.master.defined()) m.master_params_bytes += b.master.nbytes();
   }
   for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes() + s.recv.nbytes();
   if (gather_in_.defined()) m.comm_buffers_bytes += gather_in_.nbytes();

@@ -35,7 +35,8 @@ struct GroupBuffers {
                              // the gradient dtype is the parameters')
   at::Tensor param_shard;    // stage 3 (non-persistent groups): this rank's parameter shard
   at::Tensor grad_shard;     // kReduceScatter: this rank's gradient shard
-  at::Tensor master;         // fp32 master shard (an alias when the parameters are fp32)
+  at::Tensor master;         // fp32 master shard (an alias when the parameters are fp32;
+                             // undefined when the optimizer is offloaded and keeps it)
   at::Tensor compute_shard;  // what the master mirrors in the parameters' dtype (stage 0: flat)
   bool master_is_alias = true;
   bool grad_is_view = false;    // kAllReduce with the parameters' dtype: .grad views flat_grad
@@ -53,6 +54,7 @@ class FlatStage : public Stage {
   void finish_backward() override;
   void zero_grad() override;
   StageMemory memory() const override;
+  void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
 
  protected:
   // Allocates the buffers, broadcasts rank 0's values, makes the parameters views and
@@ -101,7 +103,10 @@ class FlatStage : public Stage {
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
   int acquire_slot(int bucket);
   void launch_bucket(int bucket);
-  void finish_pending();  // the oldest in-flight bucket
+  void finish_pending();                         // the oldest in-flight bucket
+  ShardRange bucket_in_shard(int bucket) const;  // the part of a bucket in this rank's shard
+  void notify_grad_ready(int bucket);
+  void find_unbucketed();
 
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
@@ -116,6 +121,9 @@ class FlatStage : public Stage {
   double post_scale_ = 1.0;  // and *= this after it
   bool reduce_now_ = true;   // this micro-step's buckets are reduced
   bool in_backward_ = false;
+  bool boundary_backward_ = true;  // this backward ends an accumulation
+  GradReadyFn grad_ready_;
+  std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
   int64_t recv_numel_ = 0;
 };
 

@@ -50,44 +50,14 @@ class AdamOptimizer : public ShardOptimizer {
   void step(const std::vector<OptimizerShard>& shards, double lr, int64_t step,
             double grad_scale) override {
     ZERO_ASSERT(shards.size() == exp_avg_.size(), "optimizer state not initialised");
-    const bool adamw = options_.kind == OptimizerKind::kAdamW;
-    kernels::AdamParams p{};
-    p.lr = static_cast<float>(lr);
-    p.beta1 = static_cast<float>(options_.beta1);
-    p.beta2 = static_cast<float>(options_.beta2);
-    p.eps = static_cast<float>(options_.eps);
-    p.weight_decay = static_cast<float>(options_.weight_decay);
-    p.adamw_mode = adamw;
-    p.bias_correction = options_.bias_correction;
-    p.step = step;
-    p.grad_scale = static_cast<float>(grad_scale);
+    const kernels::AdamParams p = adam_params(options_, lr, step, grad_scale);
     std::vector<size_t> others;  // not for the CPU kernels: GPU shards, unusual dtypes/layouts
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
       check_shard(s);
       if (s.master.numel() == 0) continue;
-      const auto g16 = half16_of(s.grad.scalar_type());
-      const bool param16_ok =
-          !s.param16.defined() ||
-          (s.param16.is_cpu() && s.param16.is_contiguous() && half16_of(s.param16.scalar_type()));
-      if (!s.master.is_cpu() || !s.grad.is_cpu() || !s.grad.is_contiguous() || !param16_ok ||
-          (s.grad.scalar_type() != at::kFloat && !g16)) {
+      if (!adam_step_host(p, s.master, s.grad, exp_avg_[i], exp_avg_sq_[i], s.param16))
         others.push_back(i);
-        continue;
-      }
-      float* m = exp_avg_[i].data_ptr<float>();
-      float* v = exp_avg_sq_[i].data_ptr<float>();
-      float* master = s.master.data_ptr<float>();
-      const auto p16 = s.param16.defined() ? half16_of(s.param16.scalar_type()) : std::nullopt;
-      uint16_t* out16 = p16 ? static_cast<uint16_t*>(s.param16.data_ptr()) : nullptr;
-      const int64_t n = s.master.numel();
-      if (s.grad.scalar_type() == at::kFloat && !out16)
-        kernels::adam_step_cpu(p, master, s.grad.data_ptr<float>(), m, v, n);
-      else if (s.grad.scalar_type() == at::kFloat)
-        kernels::adam_step_cpu_fp32_grad(p, master, s.grad.data_ptr<float>(), m, v, out16, *p16, n);
-      else
-        kernels::adam_step_cpu_mixed(p, master, static_cast<const uint16_t*>(s.grad.data_ptr()),
-                                     *g16, m, v, out16, p16 ? *p16 : *g16, n);
     }
     if (!others.empty()) step_others(shards, others, p, lr, step, grad_scale);
   }
@@ -206,6 +176,48 @@ class SgdOptimizer : public ShardOptimizer {
 };
 
 }  // namespace
+
+kernels::AdamParams adam_params(const OptimizerOptions& o, double lr, int64_t step,
+                                double grad_scale) {
+  kernels::AdamParams p{};
+  p.lr = static_cast<float>(lr);
+  p.beta1 = static_cast<float>(o.beta1);
+  p.beta2 = static_cast<float>(o.beta2);
+  p.eps = static_cast<float>(o.eps);
+  p.weight_decay = static_cast<float>(o.weight_decay);
+  p.adamw_mode = o.kind == OptimizerKind::kAdamW;
+  p.bias_correction = o.bias_correction;
+  p.step = step;
+  p.grad_scale = static_cast<float>(grad_scale);
+  return p;
+}
+
+bool adam_step_host(const kernels::AdamParams& p, const at::Tensor& master, const at::Tensor& grad,
+                    const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
+                    const at::Tensor& out) {
+  const auto g16 = half16_of(grad.scalar_type());
+  const auto out16_type = out.defined() ? half16_of(out.scalar_type()) : std::nullopt;
+  const bool out_ok = !out.defined() || (out.is_cpu() && out.is_contiguous() && out16_type);
+  if (!master.is_cpu() || !grad.is_cpu() || !grad.is_contiguous() || !out_ok ||
+      (grad.scalar_type() != at::kFloat && !g16))
+    return false;
+  const int64_t n = master.numel();
+  ZERO_ASSERT(grad.numel() == n && exp_avg.numel() == n && exp_avg_sq.numel() == n &&
+                  (!out.defined() || out.numel() == n),
+              "adam_step_host: sizes differ");
+  float* m = exp_avg.data_ptr<float>();
+  float* v = exp_avg_sq.data_ptr<float>();
+  float* w = master.data_ptr<float>();
+  uint16_t* out16 = out16_type ? static_cast<uint16_t*>(out.data_ptr()) : nullptr;
+  if (grad.scalar_type() == at::kFloat && !out16)
+    kernels::adam_step_cpu(p, w, grad.data_ptr<float>(), m, v, n);
+  else if (grad.scalar_type() == at::kFloat)
+    kernels::adam_step_cpu_fp32_grad(p, w, grad.data_ptr<float>(), m, v, out16, *out16_type, n);
+  else
+    kernels::adam_step_cpu_mixed(p, w, static_cast<const uint16_t*>(grad.data_ptr()), *g16, m, v,
+                                 out16, out16_type ? *out16_type : *g16, n);
+  return true;
+}
 
 OptimizerKind parse_optimizer_kind(const std::string& type) {
   const std::string t = lower(type);

@@ -193,7 +193,6 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
         R"("optimizer": {"type": "OneBitAdam"})", R"("scheduler": {"type": "StepLR"})",
         R"("sequence_parallel_size": 2)",
         R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}})",
-        R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}})",
         R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
     INFO(feature);
@@ -202,6 +201,12 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
     CHECK(mentions(d[0], "not supported"));
   }
   CHECK(parse(std::string("{") + kBatch + R"(, "amp": {"enabled": false}})").warnings.empty());
+  // Optimizer offload to NVMe is built, at every ZeRO stage that has an optimizer partition.
+  CHECK(
+      parse(
+          std::string("{") + kBatch +
+          R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})")
+          .config.zero_optimization.offload_optimizer.device == "nvme");
 }
 
 TEST_CASE("optimizer and scheduler params are checked like DeepSpeed's constructors") {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <zero/core/stage.h>
+#include <zero/kernels/adam.h>
 
 #include <memory>
 #include <string>
@@ -23,6 +24,25 @@ struct OptimizerOptions {
 // Parses "Adam" / "AdamW" / "SGD" (case-insensitive); throws ConfigError naming
 // optimizer.type and the supported types otherwise.
 OptimizerKind parse_optimizer_kind(const std::string& type);
+
+// The CPU kernels' hyper-parameters of one Adam/AdamW step.
+kernels::AdamParams adam_params(const OptimizerOptions& o, double lr, int64_t step,
+                                double grad_scale);
+// One Adam step on host memory with the vectorized kernels. master, exp_avg, exp_avg_sq: fp32,
+// contiguous, on the CPU; grad: fp32, fp16 or bf16, contiguous, on the CPU; out: undefined, or
+// a contiguous CPU tensor of fp16/bf16 that receives the updated master in the same pass. All
+// the same numel. False (and nothing done) when the tensors are not of these kinds.
+bool adam_step_host(const kernels::AdamParams& p, const at::Tensor& master, const at::Tensor& grad,
+                    const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, const at::Tensor& out);
+
+// Where an optimizer's own memory is (offload); all zero for one that lives on the device.
+struct OffloadMemory {
+  int64_t host_master_bytes = 0;   // fp32 master copies in host memory
+  int64_t host_states_bytes = 0;   // moments in host memory
+  int64_t host_grads_bytes = 0;    // gradient copies in host memory
+  int64_t host_buffers_bytes = 0;  // staging and swap pipeline buffers
+  int64_t nvme_bytes = 0;          // swap files (master and moments)
+};
 
 class ShardOptimizer {
  public:
@@ -46,6 +66,21 @@ class ShardOptimizer {
   // Adam/AdamW: the betas of the following steps (a schedule's momentum cycling). False, and
   // nothing changes, for an optimizer without betas (SGD).
   virtual bool set_betas(double beta1, double beta2) { return false; }
+  // An optimizer that keeps the fp32 masters itself (offload): shard `shard`'s master (writable;
+  // a checkpoint load fills it, then calls masters_changed()). Undefined otherwise: the stage's
+  // OptimizerShard::master is it.
+  virtual at::Tensor master(size_t shard) const { return {}; }
+  // After master(i) or state(i) were written from outside: NVMe offload writes them back.
+  virtual void masters_changed() {}
+  // Offload: the stage reports each part of a gradient shard that is final (GradReadyFn), so
+  // the optimizer copies it to the host while backward goes on. The step was skipped: copies
+  // made ahead of it are stale.
+  virtual bool wants_grad_copies() const { return false; }
+  virtual void grad_ready(int group, int64_t begin, int64_t numel) {}
+  virtual void drop_gradients() {}
+  virtual OffloadMemory offload_memory() const { return {}; }
+  // Where the master and states live, for the start-up line ("device", "cpu", "nvme").
+  virtual std::string location() const { return "device"; }
 };
 
 }  // namespace zero

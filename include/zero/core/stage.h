@@ -9,6 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct StageOptions {
   // predivide_factor/world after it (gradient_predivide_factor; 1 = a plain average).
   bool prescale_gradients = false;
   double predivide_factor = 1.0;
+  // offload_optimizer: the optimizer keeps the fp32 master itself (on the host or NVMe), so
+  // the stage allocates none; OptimizerShard::master is then undefined.
+  bool offload_optimizer = false;
 };
 
 // One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by
@@ -47,7 +51,14 @@ struct OptimizerShard {
   // fp16/bf16 training: the stage's 16-bit copy of this shard (same numel, contiguous), which
   // the optimizer overwrites with the updated master in the same pass. Undefined in fp32.
   at::Tensor param16;
+  // The stage's parameters of this shard in the compute dtype (fp32 too; same numel): where an
+  // optimizer that keeps its own master (offload) writes the updated values.
+  at::Tensor compute;
 };
+
+// Called when the gradients of elements [begin, begin + numel) of group `group`'s optimizer
+// shard have their final value for this accumulation boundary (a bucket's reduction landed).
+using GradReadyFn = std::function<void(int group, int64_t begin, int64_t numel)>;
 
 // Bytes this rank allocated, by category (from the tensors actually held).
 struct StageMemory {
@@ -92,6 +103,9 @@ class Stage {
   // Zeroes the accumulated gradients.
   virtual void zero_grad() = 0;
   virtual StageMemory memory() const = 0;
+  // Offload: the optimizer copies each reduced part of the gradient shard to the host as soon
+  // as it is final, overlapping the copies with the rest of backward.
+  virtual void set_grad_ready(GradReadyFn fn) {}
 
   // Stage 3 unit protocol (no-ops in stages 0-2), called by the Sharded wrapper.
   virtual void pre_forward(int unit) {}

@@ -1,0 +1,203 @@
+// Optimizer offload against the same run without it, started by zerorun on 1-4 ranks:
+// `--suite equal` (stages 1-3 x {cpu, nvme} x {fp32, bf16}, sub-groups, the NVMe pipeline's
+// settings; bitwise equal parameters, memory in the right place) and `--suite faults` (bad
+// offload settings and nvme paths: clear errors at initialize). ZERO_TEST_SWAP_DIR is the
+// nvme_path (a fresh directory from with_temp_dir.sh).
+#include "worker_util.h"
+
+#include <zero/engine/engine.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+using namespace zero;
+using namespace zero::test;
+
+namespace {
+
+std::string swap_dir() {
+  const char* dir = std::getenv("ZERO_TEST_SWAP_DIR");
+  return dir ? dir : "";
+}
+
+struct OffloadCase {
+  std::string device;  // "cpu" | "nvme"
+  int64_t sub_group = 1000000000;
+  int buffer_count = 4;
+  bool pipeline = false;  // pipeline_read and pipeline_write
+  bool fast_init = false;
+};
+
+std::string offload_json(const OffloadCase& o) {
+  return zero::detail::str(
+      R"(, "sub_group_size": )", o.sub_group, R"(, "offload_optimizer": {"device": ")", o.device,
+      R"(", "nvme_path": ")", swap_dir(), R"(", "buffer_count": )", o.buffer_count,
+      R"(, "pipeline_read": )", o.pipeline ? "true" : "false", R"(, "pipeline_write": )",
+      o.pipeline ? "true" : "false", R"(, "fast_init": )", o.fast_init ? "true" : "false",
+      R"(, "pin_memory": true})");
+}
+
+// train() of worker_util.h with the inputs in the parameters' dtype (bf16 runs).
+void train_as(Engine& engine, Net& net, const Case& c, int world, int rank, torch::Dtype dtype) {
+  const int64_t global = c.micro * c.gas * world;
+  for (int step = 0; step < c.steps; ++step)
+    for (int m = 0; m < c.gas; ++m) {
+      auto [x, y] = samples(7, step * global + (m * world + rank) * c.micro, c.micro);
+      engine.backward(torch::mse_loss(net->forward(x.to(dtype)).to(torch::kFloat), y));
+      engine.step();
+    }
+}
+
+// Every element of every parameter equal.
+bool bitwise_equal(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !torch::equal(a[i].second, b[i].second)) return false;
+  return true;
+}
+
+void run_equal(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  const std::string bf16 = R"(, "bf16": {"enabled": true})";
+  struct Row {
+    int stage;
+    bool bf16;
+    OffloadCase o;
+    int gas;
+    double clip;
+  };
+  std::vector<Row> rows;
+  for (int stage = 1; stage <= 3; ++stage)
+    for (bool half : {false, true}) {
+      rows.push_back({stage, half, {"cpu"}, 1, 0.0});
+      rows.push_back({stage, half, {"cpu", 300}, 2, 0.05});
+      rows.push_back({stage, half, {"nvme", 300, 2, true}, 2, 0.05});
+      rows.push_back({stage, half, {"nvme"}, 1, 0.0});
+    }
+  rows.push_back({3, false, {"nvme", 257, 1, false, true}, 2, 0.0});  // one buffer, fast_init
+  rows.push_back({2, true, {"nvme", 100, 3, true, false}, 2, 0.05});
+  rows.push_back({1, false, {"nvme", 1000, 8, false, true}, 1, 0.05});
+  for (const Row& row : rows) {
+    Case c;
+    c.stage = row.stage;
+    c.gas = row.gas;
+    c.clip = row.clip;
+    c.micro = row.gas == 1 ? 2 : 1;
+    if (row.bf16) c.extra_top = bf16;
+    const std::string name = zero::detail::str(
+        "stage ", c.stage, row.bf16 ? " bf16" : " fp32", " ", row.o.device, " sub_group ",
+        row.o.sub_group, " buffers ", row.o.buffer_count, row.o.pipeline ? " pipelined" : "",
+        row.o.fast_init ? " fast_init" : "", " gas ", c.gas, " clip ", c.clip);
+    Net plain_net(42, 2, /*wrap=*/true);
+    Engine plain = initialize(plain_net.ptr(), parse(config_json(c, world), world), comm);
+    const torch::Dtype dtype = row.bf16 ? torch::kBFloat16 : torch::kFloat;
+    train_as(plain, plain_net, c, world, rank, dtype);
+    const Params expected = plain.full_parameters();
+
+    Net net(42, 2, /*wrap=*/true);
+    Engine engine =
+        initialize(net.ptr(), parse(config_json(c, world, offload_json(row.o)), world), comm);
+    const MemoryReport before = engine.memory_report();
+    train_as(engine, net, c, world, rank, dtype);
+    const Params got = engine.full_parameters();
+    EXPECT(bitwise_equal(got, expected), name, ": parameters differ from the run without offload ",
+           "(max rel diff ", max_rel_diff(got, expected), ")");
+    EXPECT(engine.global_steps() == plain.global_steps(), name, ": steps");
+
+    // Where the memory is: nothing of the optimizer on the device; the master and moments
+    // (12 bytes per shard element) in host memory or in the swap file.
+    const MemoryReport m = engine.memory_report();
+    const MemoryReport p = plain.memory_report();
+    const int64_t shard_numel = p.optimizer_states_bytes / 8;
+    EXPECT(m.optimizer_states_bytes == 0 && m.master_params_bytes == 0, name,
+           ": optimizer states or masters on the device: ", m.to_string());
+    if (row.o.device == "cpu") {
+      EXPECT(m.host_optimizer_states_bytes == 8 * shard_numel &&
+                 m.host_master_params_bytes == 4 * shard_numel,
+             name, ": host bytes ", m.to_string(), " for ", shard_numel, " shard elements");
+      EXPECT(m.nvme_bytes == 0, name, ": nvme bytes ", m.nvme_bytes);
+    } else {
+      EXPECT(m.host_optimizer_states_bytes == 0 && m.host_master_params_bytes == 0, name,
+             ": states in host memory with nvme: ", m.to_string());
+      EXPECT(m.nvme_bytes >= 12 * shard_numel, name, ": swap file ", m.nvme_bytes, " bytes for ",
+             shard_numel, " elements");
+      // The pipeline's buffers: buffer_count sub-groups of 3 x 4 bytes (page-rounded).
+      const int64_t per_buffer =
+          3 * ((std::min(row.o.sub_group, shard_numel) * 4 + 4095) / 4096 * 4096);
+      EXPECT(m.host_buffers_bytes <= row.o.buffer_count * std::max<int64_t>(per_buffer, 3 * 4096),
+             name, ": pipeline buffers ", m.host_buffers_bytes, " bytes");
+      EXPECT(before.nvme_bytes == m.nvme_bytes, name, ": the swap file changed size");
+    }
+    if (rank == 0)
+      std::printf("offload world %d %-70s equal: %s; %s\n", world, name.c_str(),
+                  bitwise_equal(got, expected) ? "bitwise" : "NO", m.to_string().c_str());
+  }
+  // The engine's swap folders are gone once the engines are.
+  comm->barrier()->wait();
+  if (rank == 0) {
+    int left = 0;
+    for (const auto& e : std::filesystem::directory_iterator(swap_dir())) {
+      ++left;
+      std::fprintf(stderr, "left behind: %s\n", e.path().c_str());
+    }
+    EXPECT(left == 0, left, " entries left in the nvme_path after the engines were destroyed");
+  }
+}
+
+void run_faults(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  Case c;
+  c.stage = 3;
+  auto init = [&](const Case& cc, const std::string& zero_extra) {
+    Net net(42, 2, /*wrap=*/true);
+    initialize(net.ptr(), parse(config_json(cc, world, zero_extra), world), comm);
+  };
+  auto oo = [](const std::string& body) {
+    return zero::detail::str(R"(, "offload_optimizer": {)", body, "}");
+  };
+  expect_throw<ConfigError>("ratio 0.5", "ratio",
+                            [&] { init(c, oo(R"("device": "cpu", "ratio": 0.5)")); });
+  expect_throw<ConfigError>("super_offload", "super_offload",
+                            [&] { init(c, oo(R"("device": "cpu", "super_offload": true)")); });
+  // Where offload has no effect DeepSpeed ignores it and the parser warned: the run trains as
+  // without it (stage 0: no optimizer partition; offload_param below stage 3).
+  for (const auto& [stage, extra] : std::vector<std::pair<int, std::string>>{
+           {0, oo(R"("device": "cpu")")}, {2, R"(, "offload_param": {"device": "cpu"})"}}) {
+    Case cc = c;
+    cc.stage = stage;
+    ParsedConfig parsed = parse(config_json(cc, world, extra), world);
+    EXPECT(!parsed.warnings.empty(), "stage ", stage, ": no warning for ", extra);
+    Net net(42, 2, /*wrap=*/true);
+    Engine engine = initialize(net.ptr(), parsed, comm);
+    EXPECT(engine.memory_report().host_bytes() == 0, "stage ", stage, ": offloaded anyway");
+  }
+  expect_throw<ConfigError>("offload_param at stage 3", "not supported",
+                            [&] { init(c, R"(, "offload_param": {"device": "cpu"})"); });
+  Case sgd = c;
+  sgd.optimizer = "SGD";
+  expect_throw<ConfigError>("SGD offloaded", "SGD", [&] { init(sgd, oo(R"("device": "cpu")")); });
+  expect_throw<ConfigError>("nvme without path", "nvme_path",
+                            [&] { init(c, oo(R"("device": "nvme")")); });
+  const std::string missing = swap_dir() + "/does/not/exist";
+  expect_throw<ConfigError>("nvme_path missing", missing, [&] {
+    init(c, oo(zero::detail::str(R"("device": "nvme", "nvme_path": ")", missing, R"(")")));
+  });
+  // A regular file where a directory is expected (each rank its own, made before the check).
+  const std::string file = zero::detail::str(swap_dir(), "/a-file-", comm->rank());
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (f) std::fclose(f);
+  expect_throw<ConfigError>("nvme_path is a file", "not a directory", [&] {
+    init(c, oo(zero::detail::str(R"("device": "nvme", "nvme_path": ")", file, R"(")")));
+  });
+  std::remove(file.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return worker_main(argc, argv, {{"equal", run_equal}, {"faults", run_faults}});
+}
