@@ -10,6 +10,8 @@ packages=(
   clang libclang-rt-14-dev
   libopenblas0-serial
   python3-torch  # tests: Python's own reader of our exports
+  libprotobuf-dev protobuf-compiler  # the tensorboard monitor's Event/Summary messages
+  python3-protobuf python3-pil librsvg2-bin  # tests: read TensorBoard files, render `zero plot`
 )
 
 missing=()
