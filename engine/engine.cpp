@@ -351,6 +351,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                   : impl->compute_dtype == at::kHalf ? "fp16 with fp32 masters"
                                                      : "bf16 with fp32 masters",
                   impl->scaler ? ", loss " + impl->scaler->describe() : std::string());
+  impl->monitors = EngineMonitors::create(config, rank);
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
@@ -396,6 +397,7 @@ void Engine::backward(const at::Tensor& loss) {
   scaled.backward();
   s.stage->finish_backward();
   s.backward_since_step = true;
+  if (s.monitors) s.monitors->on_backward(loss);
 }
 
 // CPU shards through the vectorized kernels (summed on the host); shards on a GPU summed there
@@ -493,6 +495,7 @@ void Engine::step() {
   ++s.micro_steps;
   if (boundary) {
     s.optimizer_step();
+    if (s.monitors) s.monitors->after_step(s);
     s.report_progress();
   }
 }

@@ -77,7 +77,8 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 5) {
 std::string title_of(const std::string& stem) {
   for (const PanelSpec& p : kKnown)
     if (p.stem == stem) return p.title;
-  return stem;
+  const std::string prefix = "Train_Samples_";  // the program's own Train/Samples/... events
+  return stem.rfind(prefix, 0) == 0 ? stem.substr(prefix.size()) : stem;
 }
 
 void draw_panel(std::ostringstream& svg, const PanelSpec& spec, const std::vector<PlotRun>& runs,
