@@ -25,6 +25,7 @@ const PanelSpec kKnown[] = {
     {"Train_Samples_loss_scale", "loss scale (log2 axis)", true},
     {"Train_Samples_grad_norm", "global grad norm", false},
     {"Train_Samples_samples_per_sec", "throughput (samples/s)", false},
+    {"Train_Samples_skipped_steps", "skipped steps (inf/NaN gradients)", false},
 };
 
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
