@@ -56,6 +56,7 @@ const char* const kTopLevelKeys[] = {"train_batch_size",
                                      "csv_monitor",
                                      "tensorboard",
                                      "wandb",
+                                     "comet",
                                      "comms_logger",
                                      "aio",
                                      "zero_allow_untested_optimizer",
@@ -65,18 +66,20 @@ const char* const kTopLevelKeys[] = {"train_batch_size",
                                      "amp",
                                      "pipeline"};
 
-enum class Kind { kIgnored, kUnsupported };
+enum class Kind { kIgnored, kUnsupported, kNoClient };
 struct Feature {
   const char* key;
   Kind kind;
   const char* what;
 };
 // DeepSpeed features this engine lacks: ignored (with a warning) when they leave the training math
-// alone, errors when they would change it. A section whose "enabled" is false is silently fine.
+// alone, errors when they would change it. Monitors with no C++ client are errors too: a run the
+// user meant to watch would otherwise leave no trace. A section whose "enabled" is false is
+// silently fine.
 const Feature kFeatures[] = {
     {"flops_profiler", Kind::kIgnored, "the FLOPS profiler is not implemented"},
-    {"wandb", Kind::kIgnored, "Weights & Biases monitoring is not implemented"},
-    {"comet", Kind::kIgnored, "Comet monitoring is not implemented"},
+    {"wandb", Kind::kNoClient, "Weights & Biases has no C++ client"},
+    {"comet", Kind::kNoClient, "Comet has no C++ client"},
     {"autotuning", Kind::kIgnored, "the autotuner is not implemented"},
     {"compile", Kind::kIgnored, "torch.compile / DeepCompile do not exist in LibTorch"},
     {"activation_checkpointing", Kind::kIgnored,
@@ -212,9 +215,18 @@ void read_top_level(Section& root, Config& c) {
   }
   for (const Feature& f : kFeatures) {
     const nlohmann::json* v = root.get(f.key);
-    if (!v || !feature_on(f.key, *v)) continue;
+    if (!v) continue;
+    // DeepSpeed's monitor sections default to "enabled": false, unlike the presence-means-on rule.
+    if (f.kind == Kind::kNoClient
+            ? !(v->is_object() && v->value("enabled", nlohmann::json()) == true)
+            : !feature_on(f.key, *v))
+      continue;
     if (f.kind == Kind::kIgnored)
       ctx.warn(f.key, std::string("ignored: ") + f.what);
+    else if (f.kind == Kind::kNoClient)
+      ctx.error(f.key, std::string("not supported: ") + f.what +
+                           "; log to \"tensorboard\" or \"csv_monitor\" instead (same events, "
+                           "DeepSpeed's file layout), or set \"enabled\": false");
     else
       ctx.error(f.key, std::string("not supported: ") + f.what + " would change the training math");
   }

@@ -68,6 +68,22 @@ Args parse_args(const std::vector<std::string>& args) {
   return out;
 }
 
+std::vector<std::string> drop_local_rank(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    std::string value;
+    if (take_option(args, i, "--local_rank", value) || take_option(args, i, "--local-rank", value))
+      parse_local_rank(value);  // validated as parse_args does, then dropped
+    else
+      out.push_back(args[i]);
+  }
+  return out;
+}
+
 Args parse_args(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);

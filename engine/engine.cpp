@@ -348,6 +348,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
       impl->optimizer->location() == "device"
           ? std::string()
           : detail::str(" (master and moments on ", impl->optimizer->location(), ")");
+  impl->monitors = EngineMonitors::create(config, rank);
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
@@ -394,6 +395,7 @@ void Engine::backward(const at::Tensor& loss) {
   scaled.backward();
   s.stage->finish_backward();
   s.backward_since_step = true;
+  if (s.monitors) s.monitors->on_backward(loss);
 }
 
 // CPU shards through the vectorized kernels (summed on the host); shards on a GPU summed there
@@ -492,6 +494,7 @@ void Engine::step() {
   ++s.micro_steps;
   if (boundary) {
     s.optimizer_step();
+    if (s.monitors) s.monitors->after_step(s);
     s.report_progress();
   }
 }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "monitoring.h"
+
 namespace zero {
 
 struct Engine::Impl {
@@ -39,6 +41,7 @@ struct Engine::Impl {
   at::ScalarType compute_dtype = at::kFloat;
   std::optional<LossScaler> scaler;  // fp16 only
   bool check_overflow = false;       // fp16, or bf16 with check_grad_overflow: skip on inf/NaN
+  std::unique_ptr<EngineMonitors> monitors;  // csv_monitor / tensorboard (rank 0); else null
 
   ~Impl() {
     for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);

@@ -11,6 +11,8 @@ packages=(
   libopenblas0-serial
   liburing-dev fio  # offload/: io_uring swap files; benchmarks/offload compares with fio
   python3-torch  # tests: Python's own reader of our exports
+  libprotobuf-dev protobuf-compiler  # the tensorboard monitor's Event/Summary messages
+  python3-protobuf python3-pil librsvg2-bin  # tests: read TensorBoard files, render `zero plot`
 )
 
 missing=()

@@ -1,6 +1,7 @@
 // `zero`: one binary, many sub-commands (config, report, estimate, bench ...). Each
 // sub-command lives in its own file and registers itself; this file only dispatches.
-#include <cstring>
+#include <zero/engine/args.h>
+
 #include <exception>
 #include <iostream>
 
@@ -29,19 +30,27 @@ static void print_help(std::ostream& out) {
 
 int main(int argc, char** argv) {
   using namespace zero::tools;
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    print_help(argc < 2 ? std::cerr : std::cout);
-    return argc < 2 ? 2 : 0;
+  // zerorun appends --local_rank=N, as DeepSpeed's launcher does; no command needs it.
+  std::vector<std::string> argw;
+  try {
+    argw = zero::drop_local_rank(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::cerr << "zero: " << e.what() << "\n";
+    return 2;
+  }
+  if (argw.empty() || argw[0] == "--help" || argw[0] == "-h") {
+    print_help(argw.empty() ? std::cerr : std::cout);
+    return argw.empty() ? 2 : 0;
   }
   // Prefer a two-word match ("bench comm") over a one-word one ("bench").
-  for (int words = 2; words >= 1; --words) {
-    if (argc < 1 + words) continue;
-    std::string name = argv[1];
-    if (words == 2) name += std::string(" ") + argv[2];
+  for (size_t words = 2; words >= 1; --words) {
+    if (argw.size() < words) continue;
+    std::string name = argw[0];
+    if (words == 2) name += " " + argw[1];
     for (const Command& c : commands()) {
       if (name != c.name) continue;
       std::vector<std::string> args{name};
-      for (int i = 1 + words; i < argc; ++i) args.emplace_back(argv[i]);
+      args.insert(args.end(), argw.begin() + static_cast<std::ptrdiff_t>(words), argw.end());
       try {
         return c.run(args);
       } catch (const std::exception& e) {
@@ -50,7 +59,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::cerr << "zero: unknown command '" << argv[1] << "'\n";
+  std::cerr << "zero: unknown command '" << argw[0] << "'\n";
   print_help(std::cerr);
   return 2;
 }

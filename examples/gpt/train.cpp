@@ -203,6 +203,7 @@ int train(int argc, char** argv) {
   int64_t steps_since_print = 0;
   double first_loss = 0, last_loss = 0;
   for (int64_t step = first_step; step < steps; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
     const double lr = engine.lr();
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
@@ -215,6 +216,12 @@ int train(int argc, char** argv) {
       loss_sum += loss.item<double>();
     }
     last_loss = loss_sum / static_cast<double>(accumulation);
+    // The engine logs the loss, lr and grad norm itself (csv_monitor / tensorboard); tokens/s is
+    // the program's to know.
+    const double step_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    engine.log_scalar("Train/Samples/tokens_per_sec",
+                      static_cast<double>(config.train_batch_size * o.model.context) / step_s);
     if (step == first_step) {
       first_loss = last_loss;
       after_first_step = std::chrono::steady_clock::now();

@@ -175,10 +175,10 @@ TEST_CASE("a known section nested in the wrong place is an error") {
 
 TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged, errors when not") {
   auto parsed = parse(std::string("{") + kBatch +
-                      R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": true},
+                      R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": false},
       "compile": {"deepcompile": true}, "tensorboard": {"enabled": true}, "comms_logger": {"enabled": false},
-      "autotuning": {"enabled": false}})");
-  CHECK(parsed.warnings.size() == 3);  // disabled features and implemented monitors stay silent
+      "autotuning": {"enabled": false}, "comet": {"enabled": false}})");
+  CHECK(parsed.warnings.size() == 2);  // disabled features and implemented monitors stay silent
   CHECK(mentions(find(parsed.warnings, "flops_profiler"), "ignored"));
   CHECK(find(parsed.warnings, "compile").path == "compile");
   CHECK(parsed.config.tensorboard.enabled);
@@ -207,6 +207,20 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
           std::string("{") + kBatch +
           R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})")
           .config.zero_optimization.offload_optimizer.device == "nvme");
+}
+
+TEST_CASE("wandb and comet have no C++ client: an error that points to tensorboard/csv_monitor") {
+  for (const char* section : {R"("wandb": {"enabled": true, "project": "p"})",
+                              R"("comet": {"enabled": true, "project": "p"})"}) {
+    INFO(section);
+    auto d = errors_of(std::string("{") + kBatch + ", " + section + "}");
+    REQUIRE(d.size() == 1);
+    CHECK(mentions(d[0], "no C++ client"));
+    CHECK(mentions(d[0], "tensorboard"));
+    CHECK(mentions(d[0], "csv_monitor"));
+  }
+  CHECK(parse(std::string("{") + kBatch + R"(, "wandb": {"enabled": false}, "comet": {}})")
+            .warnings.empty());
 }
 
 TEST_CASE("optimizer and scheduler params are checked like DeepSpeed's constructors") {

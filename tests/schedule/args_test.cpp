@@ -55,3 +55,16 @@ TEST_CASE("parse_args: bad use throws UsageError") {
   CHECK_THROWS_WITH(parse_args(Strings{"--config", "a.json", "--deepspeed_config", "b.json"}),
                     Catch::Contains("a.json") && Catch::Contains("b.json"));
 }
+
+TEST_CASE("drop_local_rank: the launcher's --local_rank goes, everything else stays") {
+  CHECK(drop_local_rank(Strings{"--local_rank=2", "bench", "comm", "--sizes", "4K"}) ==
+        Strings{"bench", "comm", "--sizes", "4K"});
+  CHECK(drop_local_rank(Strings{"bench", "comm", "--local_rank", "0", "--json"}) ==
+        Strings{"bench", "comm", "--json"});
+  CHECK(drop_local_rank(Strings{"x", "--local-rank=1", "--config", "c.json"}) ==
+        Strings{"x", "--config", "c.json"});
+  CHECK(drop_local_rank(Strings{"x", "--", "--local_rank=1"}) ==
+        Strings{"x", "--", "--local_rank=1"});
+  CHECK_THROWS_AS(drop_local_rank(Strings{"--local_rank=x"}), UsageError);
+  CHECK_THROWS_AS(drop_local_rank(Strings{"report", "--local_rank"}), UsageError);
+}

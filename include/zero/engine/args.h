@@ -21,4 +21,9 @@ struct Args {
 Args parse_args(int argc, char** argv);
 Args parse_args(const std::vector<std::string>& args);  // args without argv[0]
 
+// Removes every `--local_rank N` / `--local_rank=N` (and `--local-rank`) before a `--`, as
+// parse_args accepts them, and returns the other arguments in order; for tools (`zero`) that
+// run under zerorun but have no use for the local rank. Throws UsageError as parse_args does.
+std::vector<std::string> drop_local_rank(const std::vector<std::string>& args);
+
 }  // namespace zero

@@ -105,6 +105,11 @@ class Engine {
   int stage() const;
   const Config& config() const;
   MemoryReport memory_report() const;
+  // Writes the program's own scalar (its loss, tokens/s, ...) to the enabled csv_monitor /
+  // tensorboard as event `name` (e.g. "Train/Samples/my_loss"), at x = the samples trained so
+  // far, or at `samples`. Any rank may call it; rank 0's values are written (DeepSpeed's rule).
+  void log_scalar(const std::string& name, double value);
+  void log_scalar(const std::string& name, double value, int64_t samples);
   // Collective: full copies of every trainable parameter (stage 3 gathers each block), keyed
   // by the first name under which the model registers it.
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
