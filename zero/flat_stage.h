@@ -51,7 +51,7 @@ class FlatStage : public Stage {
   const FlatLayout& layout() const override { return layout_; }
   void start_backward(bool boundary) override;
   void finish_backward() override;
-  void zero_grad() override;
+  void zero_grad() override;  // nothing to do when no backward ran since the last one
   StageMemory memory() const override;
 
  protected:
@@ -116,6 +116,7 @@ class FlatStage : public Stage {
   double post_scale_ = 1.0;  // and *= this after it
   bool reduce_now_ = true;   // this micro-step's buckets are reduced
   bool in_backward_ = false;
+  bool grads_zero_ = true;  // no backward since the gradient buffers were made or zeroed
   int64_t recv_numel_ = 0;
 };
 
