@@ -1,12 +1,14 @@
 // Engine::load_checkpoint: matches the checkpoint's parameters to the model by name and shape,
 // then each rank reads the element ranges its own optimizer shard holds (whatever world size
-// and stage saved them), refreshes its 16-bit copy, publishes the parameters and restores the
-// counters, schedule, loss scaler and RNG.
+// and stage saved them) straight into its state tensors, refreshes its 16-bit copy, reads or
+// publishes the full parameters and restores the counters, schedule, loss scaler and RNG.
 #include "checkpoint_io.h"
+#include "checkpoint_read.h"
 #include "checkpoint_state.h"
 
 #include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/reader.h>
+#include <zero/comm/process_group.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -66,6 +68,28 @@ std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
   if (problems.size() > 5) msg << "; ...";
   if (!strict) msg << " (load_module_strict=false ignores only extra checkpoint parameters)";
   throw CheckpointError(msg.str());
+}
+
+// Whether this rank reads the full parameters from the files instead of the stage all-gathering
+// them after the reads (stages 1-2). Reading wins when the parameters live on the CPU and every
+// rank runs on this node: the other ranks' files then sit in this node's page cache moments
+// after those ranks read them, and reading their masters again is one memory copy, where the
+// all-gather over loopback Gloo costs two copies through TCP and the time of a collective after
+// all reads. On a GPU (NCCL) or across nodes (where a node may hold only its ranks' files) the
+// stage all-gathers. Every rank takes the same decision.
+bool read_full_parameters(const Engine::Impl& s, at::Device device) {
+  const int stage = s.stage->stage();
+  const int world = s.comm->world_size();
+  if (world == 1 || (stage != 1 && stage != 2)) return false;
+  bool one_node = false;
+  try {
+    const RankEnv env = detect_rank_env();
+    one_node = env.world_size == world && env.local_world_size == world;
+  } catch (const Error&) {
+  }
+  const bool mine = device.is_cpu() && one_node;
+  const auto all = detail::all_gather_values(*s.comm, {mine ? 1 : 0}, device);
+  return std::count(all.begin(), all.end(), 0) == 0;
 }
 
 void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) {
@@ -149,25 +173,30 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   detail::agree(s, "matching " + *dir, device,
                 [&] { index = match_params(s, m, *dir, options.load_module_strict); });
 
-  // Masters (and optimizer states) of the ranges this rank's shards hold.
+  // Masters (and optimizer states) of the ranges this rank's shards hold, read straight into
+  // the state tensors; then, when that is cheaper than the stage's all-gather, the masters of
+  // the rest of every parameter, straight into the full parameters.
   s.stage->release_all();
   const std::vector<OptimizerShard> shards = s.stage->optimizer_shards();
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
+  const bool read_params = read_full_parameters(s, device);
   detail::agree(s, "reading " + *dir, device, [&] {
-    std::vector<float> buffer;
+    detail::StateReader into(*reader);
     const std::vector<StatePiece> pieces = detail::held_pieces(s.stage->layout(), stage, rank);
+    const std::vector<detail::ParamPart> rest = read_params
+                                                    ? detail::unheld_parts(s.stage->layout(), rank)
+                                                    : std::vector<detail::ParamPart>{};
     int64_t total = 0;
     for (const StatePiece& p : pieces)
       total += (p.param_end - p.param_begin) * 4 * (load_optimizer ? 1 + kinds.size() : 1);
+    for (const detail::ParamPart& p : rest) total += p.elems.numel() * 4;
     std::optional<ckpt::Progress> progress;  // rank 0's reads stand for the load on its terminal
     if (rank == 0) progress.emplace("load rank 0", total);
     for (const StatePiece& p : pieces) {
       const int64_t n = p.param_end - p.param_begin;
-      buffer.resize(static_cast<size_t>(n));
       auto fill = [&](const std::string& kind, const at::Tensor& state) {
-        reader->read_state(kind, index[p.param], p.param_begin, p.param_end, buffer.data());
-        state.narrow(0, p.state_offset, n)
-            .copy_(at::from_blob(buffer.data(), {n}, at::TensorOptions().dtype(at::kFloat)));
+        into.read(kind, index[p.param], p.param_begin, p.param_end,
+                  state.narrow(0, p.state_offset, n));
         if (progress) progress->advance(n * 4);
       };
       fill("master", shards[p.shard].master);
@@ -175,6 +204,12 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
         const std::vector<at::Tensor> states = s.optimizer->state(p.shard);
         for (size_t k = 0; k < kinds.size(); ++k) fill(kinds[k], states[k]);
       }
+    }
+    for (const detail::ParamPart& p : rest) {
+      const at::Tensor flat = s.params[p.param].detach().view({-1});
+      into.read("master", index[p.param], p.elems.begin, p.elems.end,
+                flat.narrow(0, p.elems.begin, p.elems.numel()));
+      if (progress) progress->advance(p.elems.numel() * 4);
     }
     load_buffers(s, *reader, options.load_module_strict);
   });
@@ -186,7 +221,7 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     for (const OptimizerShard& sh : shards)
       if (sh.param16.defined()) sh.param16.copy_(sh.master);
   }
-  s.stage->publish_parameters();
+  if (!read_params) s.stage->publish_parameters();
   s.stage->zero_grad();
 
   if (!module_only) {

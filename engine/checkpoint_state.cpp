@@ -42,6 +42,23 @@ std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int ran
   return out;
 }
 
+std::vector<ParamPart> unheld_parts(const FlatLayout& layout, int rank) {
+  std::vector<ParamPart> out;
+  for (size_t pi = 0; pi < layout.params().size(); ++pi) {
+    const int param = static_cast<int>(pi);
+    const ParamRange all{0, layout.slots()[pi].buffer.numel()};
+    const auto piece = layout.shard_piece(param, rank);
+    const ParamRange mine = piece ? piece->in_param : ParamRange{};
+    if (mine.empty()) {
+      if (!all.empty()) out.push_back({param, all});
+      continue;
+    }
+    if (mine.begin > all.begin) out.push_back({param, {all.begin, mine.begin}});
+    if (mine.end < all.end) out.push_back({param, {mine.end, all.end}});
+  }
+  return out;
+}
+
 std::string precision_name(at::ScalarType t) {
   return t == at::kHalf ? "fp16" : t == at::kBFloat16 ? "bf16" : "fp32";
 }

@@ -22,11 +22,20 @@ struct StatePiece {
   int64_t state_offset = 0;
 };
 
+// Elements `elems` of layout parameter `param`.
+struct ParamPart {
+  int param = 0;
+  ParamRange elems;
+};
+
 // The pieces rank `rank` saves: its layout shard of every parameter (stage 0 holds everything
 // but saves only that part, so the ranks share the writing).
 std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int rank);
 // The pieces this rank's optimizer state covers: its shard (stages 1-3) or everything (stage 0).
 std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int rank);
+// The elements of every parameter outside rank `rank`'s layout shard: what stages 1-2
+// all-gather into the full parameters after the optimizer updated the shards.
+std::vector<ParamPart> unheld_parts(const FlatLayout& layout, int rank);
 
 std::string precision_name(at::ScalarType compute_dtype);  // "fp32", "bf16", "fp16"
 std::string safetensors_dtype(at::ScalarType dtype);       // "F32", "BF16", ...

@@ -171,6 +171,7 @@ void FlatStage::start_backward(bool boundary) {
   reduce_now_ = reduction_ == GradReduction::kReduceScatter || boundary;
   for (auto& b : buckets_) b = BucketState{};
   in_backward_ = true;
+  grads_zero_ = false;
   if (reduction_ == GradReduction::kAllReduce) {
     // Someone (model->zero_grad(true), the user) may have replaced .grad: restore the views.
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -357,10 +358,14 @@ void FlatStage::finish_backward() {
 }
 
 void FlatStage::zero_grad() {
+  // Only backward writes the gradient buffers: a second zero_grad (after a step, before a load)
+  // would fill a full gradient buffer with zeros again for nothing.
+  if (grads_zero_) return;
   for (auto& b : groups_) {
     if (b.flat_grad.defined()) b.flat_grad.zero_();
     if (b.grad_shard.defined()) b.grad_shard.zero_();
   }
+  grads_zero_ = true;
 }
 
 OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {

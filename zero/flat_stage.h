@@ -52,7 +52,7 @@ class FlatStage : public Stage {
   const FlatLayout& layout() const override { return layout_; }
   void start_backward(bool boundary) override;
   void finish_backward() override;
-  void zero_grad() override;
+  void zero_grad() override;  // nothing to do when no backward ran since the last one
   StageMemory memory() const override;
   void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
 
@@ -124,6 +124,7 @@ class FlatStage : public Stage {
   bool boundary_backward_ = true;  // this backward ends an accumulation
   GradReadyFn grad_ready_;
   std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
+  bool grads_zero_ = true;  // no backward since the gradient buffers were made or zeroed
   int64_t recv_numel_ = 0;
 };
 

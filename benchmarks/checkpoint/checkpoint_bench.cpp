@@ -284,7 +284,8 @@ void profile(Communicator& comm, bool leader, const std::string& work, int64_t b
         ckpt::publish_dir(temp, dir + "/" + tag);
         ckpt::atomic_write_file(dir + "/latest", tag + "\n");
       });
-  // Stages 0-2 publish the loaded shards: an all-gather of every parameter to every rank.
+  // What a load at stages 1-2 saves on one CPU node by reading the full parameters from the
+  // files: an all-gather of every parameter to every rank (still done across nodes or on a GPU).
   const int64_t gather_numel = (psi + world - 1) / world;
   at::Tensor in = torch::rand({gather_numel}), out = torch::empty({gather_numel * world});
   const double gather_s = best_of(
@@ -325,7 +326,7 @@ void profile(Communicator& comm, bool leader, const std::string& work, int64_t b
   row("temp dir + manifest + publish + latest", publish_s, 0,
       "rank 0: 4 fsynced renames/writes of small files and directories");
   row("all_gather of all parameters (fp32)", gather_s, 4.0 * gather_numel * world / 1e9,
-      "what load's publish_parameters does at stages 0-2");
+      "a stage 1-2 load's all-gather across nodes or on a GPU");
 }
 
 int run(const Options& o) {

@@ -455,20 +455,22 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
 
 // checkpoint.use_node_local_storage on two simulated nodes (ranks 0-1 and 2-3, LOCAL_RANK 0-1):
 // each node sees its own directory at the same path. Each node's local rank 0 publishes a
-// complete manifest and `latest`; a node holds only its ranks' files; a stage 3 load at the
-// same world reads only those and restores the parameters bitwise.
-void run_node_local(const std::shared_ptr<Communicator>& comm) {
+// complete manifest and `latest`; a node holds only its ranks' files; a load at the same world
+// reads only those and restores the parameters bitwise: at stage 3, and at stage 1, where the
+// load all-gathers the parameters (on one node it would read them from every rank's file).
+void node_local_case(const std::shared_ptr<Communicator>& comm, int stage) {
   const int world = comm->world_size(), rank = comm->rank();
   Case c;
-  c.stage = 3;
+  c.stage = stage;
   c.steps = 2;
   c.extra_top = R"(, "checkpoint": {"use_node_local_storage": true})";
   const ParsedConfig parsed = parse(config_json(c, world), world);
+  const std::string root = zero::detail::str(root_dir(), "/stage", stage);
   Net net(42);
   net->register_buffer("seen", torch::arange(5, torch::kLong) * 3);  // read from the own file
   Engine engine = initialize(net.ptr(), parsed, comm);
   train(engine, net, c, world, rank);
-  const std::string dir = engine.save_checkpoint(root_dir());
+  const std::string dir = engine.save_checkpoint(root);
   const Params saved = engine.full_parameters();
   const int local = detect_rank_env().local_rank, per_node = detect_rank_env().local_world_size;
   const int node_first = rank - local;
@@ -478,17 +480,21 @@ void run_node_local(const std::shared_ptr<Communicator>& comm) {
     EXPECT(here == (r >= node_first && r < node_first + per_node), "rank ", r, "'s file is ",
            here ? "" : "not ", "on the node of rank ", rank);
   }
-  EXPECT(std::filesystem::exists(dir + "/manifest.json") &&
-             std::filesystem::exists(root_dir() + "/latest"),
-         "the node has no manifest or latest");
+  EXPECT(
+      std::filesystem::exists(dir + "/manifest.json") && std::filesystem::exists(root + "/latest"),
+      "the node has no manifest or latest");
   Net other(5);
   other->register_buffer("seen", torch::zeros({5}, torch::kLong));
   Engine fresh = initialize(other.ptr(), parsed, comm);
-  auto loaded = fresh.load_checkpoint(root_dir());
-  EXPECT(loaded && bitwise_equal(fresh.full_parameters(), saved),
-         "the node-local checkpoint did not restore the parameters");
-  EXPECT(torch::equal(other->named_buffers()["seen"], torch::arange(5, torch::kLong) * 3),
-         "the buffer was not restored");
+  auto loaded = fresh.load_checkpoint(root);
+  EXPECT(loaded && bitwise_equal(fresh.full_parameters(), saved), "stage ", stage,
+         ": the node-local checkpoint did not restore the parameters");
+  EXPECT(torch::equal(other->named_buffers()["seen"], torch::arange(5, torch::kLong) * 3), "stage ",
+         stage, ": the buffer was not restored");
+}
+
+void run_node_local(const std::shared_ptr<Communicator>& comm) {
+  for (int stage : {3, 1}) node_local_case(comm, stage);
 }
 
 }  // namespace
