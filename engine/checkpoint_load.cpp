@@ -177,7 +177,7 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   // the state tensors; then, when that is cheaper than the stage's all-gather, the masters of
   // the rest of every parameter, straight into the full parameters.
   s.stage->release_all();
-  const std::vector<OptimizerShard> shards = s.stage->optimizer_shards();
+  const std::vector<OptimizerShard> shards = s.optimizer_shards();
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
   const bool read_params = read_full_parameters(s, device);
   detail::agree(s, "reading " + *dir, device, [&] {
@@ -220,6 +220,7 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     at::NoGradGuard no_grad;
     for (const OptimizerShard& sh : shards)
       if (sh.param16.defined()) sh.param16.copy_(sh.master);
+    s.optimizer->masters_changed();  // offload: the parameters from the host masters; NVMe: stored
   }
   if (!read_params) s.stage->publish_parameters();
   s.stage->zero_grad();

@@ -59,7 +59,7 @@ void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device devi
 ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
                                  std::vector<at::Tensor>& keep_alive) {
   const FlatLayout& layout = s.stage->layout();
-  const std::vector<OptimizerShard> shards = s.stage->optimizer_shards();
+  const std::vector<OptimizerShard> shards = s.optimizer_shards();
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
   // Host copies of each shard's states: [master, states...].
   std::vector<std::vector<at::Tensor>> host(shards.size());

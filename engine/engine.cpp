@@ -429,6 +429,13 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
   return std::sqrt(t.item<double>());
 }
 
+std::vector<OptimizerShard> Engine::Impl::optimizer_shards() const {
+  std::vector<OptimizerShard> shards = stage->optimizer_shards();
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (at::Tensor master = optimizer->master(i); master.defined()) shards[i].master = master;
+  return shards;
+}
+
 // One optimizer step on the accumulation boundary. The global norm (all ranks' sum of squares,
 // all-reduced) doubles as the overflow check every rank agrees on: any inf/NaN gradient on any
 // rank makes it non-finite everywhere. On overflow the step is skipped as DeepSpeed does:

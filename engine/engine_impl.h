@@ -48,6 +48,8 @@ struct Engine::Impl {
   }
   bool boundary() const { return (micro_steps + 1) % config.gradient_accumulation_steps == 0; }
   double global_grad_norm(const std::vector<OptimizerShard>& shards) const;
+  // The stage's shards with each master where it lives (the optimizer's, when offloaded).
+  std::vector<OptimizerShard> optimizer_shards() const;
   void optimizer_step();
   void report_progress() const;
 };

@@ -12,6 +12,8 @@
 // The checkpoint root is $ZERO_TEST_CKPT_DIR.
 #include "worker_util.h"
 
+#include <sys/stat.h>
+
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/checkpoint/safetensors.h>
 
@@ -39,14 +41,29 @@ std::string root_dir() {
 struct ResumeCase {
   int stage;
   std::string precision;  // fp32 / bf16 / fp16
-  std::string name() const { return zero::detail::str("stage", stage, "_", precision); }
+  std::string offload;    // "" / "cpu" / "nvme": offload_optimizer.device
+  std::string name() const {
+    return zero::detail::str("stage", stage, "_", precision, offload.empty() ? "" : "_", offload);
+  }
 };
 
 std::vector<ResumeCase> resume_cases() {
   std::vector<ResumeCase> out;
   for (int stage = 0; stage <= 3; ++stage)
-    for (const char* p : {"fp32", "bf16", "fp16"}) out.push_back({stage, p});
+    for (const char* p : {"fp32", "bf16", "fp16"}) out.push_back({stage, p, ""});
+  // Offloaded masters and moments are saved from (and loaded into) host memory or swap files.
+  out.push_back({1, "fp16", "cpu"});
+  out.push_back({2, "bf16", "nvme"});
+  out.push_back({3, "fp32", "cpu"});
+  out.push_back({3, "fp16", "nvme"});
   return out;
+}
+
+// The nvme_path of the offload cases: a folder beside the checkpoints.
+std::string swap_dir() {
+  const std::string dir = root_dir() + "/swap";
+  ::mkdir(dir.c_str(), 0700);
+  return dir;
 }
 
 ParsedConfig resume_config(const ResumeCase& rc, int world) {
@@ -61,7 +78,13 @@ ParsedConfig resume_config(const ResumeCase& rc, int world) {
   if (rc.precision == "fp16")
     c.extra_top =
         R"(, "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8, "loss_scale_window": 2, "hysteresis": 2, "min_loss_scale": 1})";
-  return parse(config_json(c, world), world);
+  const std::string offload =
+      rc.offload.empty()
+          ? ""
+          : zero::detail::str(R"(, "sub_group_size": 200, "offload_optimizer": {"device": ")",
+                              rc.offload, R"(", "nvme_path": ")", swap_dir(),
+                              R"(", "pipeline_read": true, "pipeline_write": true})");
+  return parse(config_json(c, world, offload), world);
 }
 
 // One optimizer step (kGas micro-steps) of step `step`; returns the micro-batch losses. Dropout
