@@ -1,7 +1,8 @@
 // StateStore on NVMe (ZeRO-Infinity): the master and moments of every sub-group live in one
 // swap file under nvme_path/<job id>/rank<N>/, [master | exp_avg | exp_avg_sq] per sub-group,
 // each part aligned for O_DIRECT. Host memory holds buffer_count sub-group buffers: a pass reads
-// sub-group k+1 (pipeline_read) and writes k-1 back (pipeline_write) while Adam runs on k.
+// sub-groups k+1 .. k+buffer_count-1 ahead (pipeline_read) and writes k-1 back (pipeline_write)
+// while Adam runs on k.
 #include "state_store.h"
 
 #include <zero/error.h>
@@ -65,8 +66,10 @@ class NvmeStore : public StateStore {
     Slot& slot = read_into_slot(k);
     aio_.wait(*slot.read);
     slot.read.reset();
-    if (options_.pipeline_read && slots_.size() > 1 && k + 1 < sub_groups_.size())
-      read_into_slot(k + 1);
+    // Read ahead into every other buffer: buffer_count - 1 sub-groups in flight.
+    if (options_.pipeline_read)
+      for (size_t next = k + 1; next < std::min(sub_groups_.size(), k + slots_.size()); ++next)
+        read_into_slot(next);
     return views(k, slot);
   }
 
