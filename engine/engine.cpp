@@ -158,6 +158,37 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
       " elements); every rank must build the same model"));
 }
 
+// Blocks built under zero::Init bring this rank's shard of each of their sharded layout groups:
+// per layout group, the shard (undefined for groups of blocks built whole).
+std::vector<at::Tensor> take_init_shards(const std::vector<ShardedImpl*>& wrappers,
+                                         const FlatLayout& layout, int stage) {
+  std::vector<at::Tensor> out(layout.groups().size());
+  for (size_t k = 0; k < wrappers.size(); ++k) {
+    if (!wrappers[k]->partitioned()) continue;
+    ZERO_CHECK(stage == 3, UsageError, "initialize: block ", k,
+               " was built under zero::Init (partitioned for ZeRO stage 3) but the config "
+               "selects stage ",
+               stage, "; build the model without zero::Init, or train at stage 3");
+    std::vector<at::Tensor> shards = wrappers[k]->take_shards();
+    size_t next = 0;
+    for (size_t gi = 0; gi < layout.groups().size(); ++gi) {
+      const Group& g = layout.groups()[gi];
+      if (g.unit != static_cast<int>(k + 1) || g.persistent) continue;
+      ZERO_CHECK(next < shards.size() && shards[next].numel() == g.shard_numel &&
+                     shards[next].scalar_type() == g.dtype,
+                 UsageError, "initialize: block ", k,
+                 " was partitioned by zero::Init for another layout (a different world size, "
+                 "precision or stage3_param_persistence_threshold); give zero::Init the "
+                 "config that zero::initialize gets");
+      out[gi] = std::move(shards[next++]);
+    }
+    ZERO_CHECK(next == shards.size(), UsageError, "initialize: block ", k,
+               " was partitioned by zero::Init into ", shards.size(), " groups, the engine has ",
+               next, "; give zero::Init the config that zero::initialize gets");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string MemoryReport::to_string() const {
@@ -311,8 +342,10 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   FlatLayout layout = FlatLayout::build(specs, lopts);
   check_same_layout(*comm, layout, ordered[0].second.device());
 
-  impl->stage = Stage::create(sopts, impl->params, std::move(layout), comm,
-                              stage == 3 ? units : std::vector<UnitSpec>{});
+  std::vector<at::Tensor> param_shards = take_init_shards(impl->wrappers, layout, stage);
+  impl->stage =
+      Stage::create(sopts, impl->params, std::move(layout), comm,
+                    stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
   impl->optimizer = detail::make_optimizer(config, *comm, ordered[0].second.device());

@@ -1,6 +1,7 @@
 // zero::Sharded: forward runs the stage 3 unit protocol around the wrapped block and puts a
 // PreBackward autograd node on its output, whose backward re-gathers the block.
 #include <zero/core/stage.h>
+#include <zero/engine/init.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
 
@@ -32,6 +33,10 @@ ShardedImpl::ShardedImpl(torch::nn::AnyModule inner) : inner_(std::move(inner)) 
   ZERO_CHECK(!std::dynamic_pointer_cast<ShardedImpl>(inner_.ptr()), UsageError,
              "zero::Sharded: this block is already wrapped in zero::Sharded; wrap each block once");
   register_module("inner", inner_.ptr());
+  if (const Init* init = Init::active()) {
+    shards_ = init->partition(*inner_.ptr());
+    partitioned_ = true;
+  }
 }
 
 void ShardedImpl::attach(Stage* stage, int unit) {

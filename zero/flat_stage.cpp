@@ -71,7 +71,8 @@ c10::ScalarType FlatStage::grad_dtype_of(const Group& g) const {
   return options_.grad_dtype == c10::ScalarType::Undefined ? g.dtype : options_.grad_dtype;
 }
 
-void FlatStage::setup(const std::vector<bool>& sharded_group) {
+void FlatStage::setup(const std::vector<bool>& sharded_group,
+                      const std::vector<at::Tensor>& param_shards) {
   const auto& lgroups = layout_.groups();
   // One communication dtype for the shared staging buffers (the engine gives every group the
   // same parameter dtype).
@@ -84,15 +85,19 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     const Group& g = lgroups[gi];
     GroupBuffers& b = groups_[gi];
     auto opts = at::TensorOptions().dtype(g.dtype).device(device);
-    b.flat = at::zeros({g.padded_numel}, opts);
-    {
-      at::NoGradGuard no_grad;
-      for (int pi : g.params) {
-        const BufferRange r = layout_.slots()[pi].buffer;
-        b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
+    const bool presharded = gi < param_shards.size() && param_shards[gi].defined();
+    // Presharded: memory is reserved, never touched, and released below.
+    b.flat = presharded ? at::empty({g.padded_numel}, opts) : at::zeros({g.padded_numel}, opts);
+    if (!presharded) {
+      {
+        at::NoGradGuard no_grad;
+        for (int pi : g.params) {
+          const BufferRange r = layout_.slots()[pi].buffer;
+          b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
+        }
       }
+      if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
     }
-    if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
     for (int pi : g.params) {
       const BufferRange r = layout_.slots()[pi].buffer;
       params_[pi].set_data(b.flat.narrow(0, r.begin, r.numel()).view(params_[pi].sizes()));
@@ -100,8 +105,11 @@ void FlatStage::setup(const std::vector<bool>& sharded_group) {
     const BufferRange shard = g.shard(rank_);
     b.sharded_params = sharded_group[gi];
     at::Tensor compute_shard;
+    ZERO_ASSERT(!presharded || b.sharded_params, "a presharded group must stay sharded");
     if (b.sharded_params) {
-      b.param_shard = b.flat.narrow(0, shard.begin, shard.numel()).clone();
+      b.param_shard = presharded ? param_shards[gi].to(device)
+                                 : b.flat.narrow(0, shard.begin, shard.numel()).clone();
+      if (presharded) free_storage(b.flat);
       compute_shard = b.param_shard;
     } else {
       compute_shard = b.flat.narrow(0, shard.begin, shard.numel());

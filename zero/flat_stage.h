@@ -3,6 +3,7 @@
 #pragma once
 
 #include <zero/core/stage.h>
+#include <zero/core/storage.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -16,12 +17,6 @@ struct Node;
 }
 
 namespace zero::detail {
-
-// Storage release / re-allocation of a tensor's whole storage (stage 3). The tensor and every
-// view of it (parameters, autograd's saved views) keep their identity and see the new memory.
-void free_storage(const at::Tensor& tensor);
-void allocate_storage(const at::Tensor& tensor, int64_t nbytes);
-bool storage_allocated(const at::Tensor& tensor);
 
 // How a bucket's gradients are reduced.
 enum class GradReduction {
@@ -59,7 +54,10 @@ class FlatStage : public Stage {
  protected:
   // Allocates the buffers, broadcasts rank 0's values, makes the parameters views and
   // registers the hooks. `sharded_group(g)`: stage 3 keeps only the shard of group g.
-  void setup(const std::vector<bool>& sharded_group);
+  // param_shards[g], when defined: group g's shard made by zero::Init (its parameters hold no
+  // memory; the flat buffer is not filled, nor broadcast).
+  void setup(const std::vector<bool>& sharded_group,
+             const std::vector<at::Tensor>& param_shards = {});
   // Called after a parameter's gradient was taken in (stage 3 counts arrivals per unit).
   virtual void after_grad(int param) {}
   // All-gathers this rank's compute-dtype shard of group g into its full flat buffer (after

@@ -25,7 +25,8 @@ const char* to_string(UnitState state) {
 }
 
 Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, FlatLayout layout,
-               std::shared_ptr<Communicator> comm, std::vector<UnitSpec> units)
+               std::shared_ptr<Communicator> comm, std::vector<UnitSpec> units,
+               std::vector<at::Tensor> param_shards)
     : FlatStage(options, std::move(params), std::move(layout), std::move(comm),
                 GradReduction::kReduceScatter) {
   ZERO_CHECK(units.size() >= 2, UsageError,
@@ -45,7 +46,7 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     unit.bytes += g.padded_numel * static_cast<int64_t>(c10::elementSize(g.dtype));
     unit.expected_grads += static_cast<int>(g.params.size());
   }
-  setup(sharded);
+  setup(sharded, param_shards);
   // setup() left every buffer gathered; keep the rest of the model, release the blocks.
   for (size_t u = 0; u < units_.size(); ++u) {
     units_[u].state = UnitState::kAvailable;

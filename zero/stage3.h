@@ -17,7 +17,8 @@ const char* to_string(UnitState state);
 class Stage3 : public FlatStage {
  public:
   Stage3(const StageOptions& options, std::vector<at::Tensor> params, FlatLayout layout,
-         std::shared_ptr<Communicator> comm, std::vector<UnitSpec> units);
+         std::shared_ptr<Communicator> comm, std::vector<UnitSpec> units,
+         std::vector<at::Tensor> param_shards = {});
   // Released parameters become empty tensors, so later use fails with a shape error instead
   // of reading freed memory (call Engine::full_parameters() first to keep the values).
   ~Stage3() override;

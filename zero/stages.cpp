@@ -77,7 +77,8 @@ class Stage2 : public FlatStage {
 
 std::unique_ptr<Stage> Stage::create(const StageOptions& options, std::vector<at::Tensor> params,
                                      FlatLayout layout, std::shared_ptr<Communicator> comm,
-                                     std::vector<UnitSpec> units) {
+                                     std::vector<UnitSpec> units,
+                                     std::vector<at::Tensor> param_shards) {
   switch (options.stage) {
     case 0:
       return std::make_unique<detail::Stage0>(options, std::move(params), std::move(layout),
@@ -90,7 +91,8 @@ std::unique_ptr<Stage> Stage::create(const StageOptions& options, std::vector<at
                                               std::move(comm));
     case 3:
       return std::make_unique<detail::Stage3>(options, std::move(params), std::move(layout),
-                                              std::move(comm), std::move(units));
+                                              std::move(comm), std::move(units),
+                                              std::move(param_shards));
     default:
       throw ConfigError(detail::str("zero_optimization.stage: ", options.stage,
                                     " is not a ZeRO stage; use 0, 1, 2 or 3"));

@@ -8,6 +8,7 @@
 #include <zero/comm/process_group.h>
 #include <zero/config/config.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/init.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
 
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,7 @@ struct Options {
   int steps = 4;
   bool pipeline = true;  // pipeline_read and pipeline_write
   int buffer_count = 4;
+  bool init = false;  // build the model under zero::Init
 };
 
 Options parse(int argc, char** argv) {
@@ -48,17 +51,30 @@ Options parse(int argc, char** argv) {
       ZERO_CHECK(i + 1 < argc, UsageError, "offload_bench: ", a, " needs a value");
       return argv[++i];
     };
-    if (a == "--offload") o.offload = value();
-    else if (a == "--nvme_path") o.nvme_path = value();
-    else if (a == "--precision") o.precision = value();
-    else if (a == "--stage") o.stage = std::stoi(value());
-    else if (a == "--params") o.params = std::stoll(value());
-    else if (a == "--width") o.width = std::stoll(value());
-    else if (a == "--sub_group") o.sub_group = std::stoll(value());
-    else if (a == "--steps") o.steps = std::stoi(value());
-    else if (a == "--no_pipeline") o.pipeline = false;
-    else if (a == "--buffer_count") o.buffer_count = std::stoi(value());
-    else throw UsageError("offload_bench: unknown argument " + a);
+    if (a == "--offload")
+      o.offload = value();
+    else if (a == "--nvme_path")
+      o.nvme_path = value();
+    else if (a == "--precision")
+      o.precision = value();
+    else if (a == "--stage")
+      o.stage = std::stoi(value());
+    else if (a == "--params")
+      o.params = std::stoll(value());
+    else if (a == "--width")
+      o.width = std::stoll(value());
+    else if (a == "--sub_group")
+      o.sub_group = std::stoll(value());
+    else if (a == "--steps")
+      o.steps = std::stoi(value());
+    else if (a == "--no_pipeline")
+      o.pipeline = false;
+    else if (a == "--buffer_count")
+      o.buffer_count = std::stoi(value());
+    else if (a == "--init")
+      o.init = true;
+    else
+      throw UsageError("offload_bench: unknown argument " + a);
   }
   return o;
 }
@@ -75,7 +91,10 @@ double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
 }
 
+// Stage 3 keeps at most two blocks gathered (one in use, one prefetched) so that the peak is
+// ZeRO's 16 Psi / N plus about one block, not DeepSpeed's default of up to 1e9 live parameters.
 std::string config_json(const Options& o) {
+  const int64_t block_numel = o.width * o.width + o.width;
   const std::string offload =
       o.offload == "none"
           ? ""
@@ -88,7 +107,9 @@ std::string config_json(const Options& o) {
           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},)",
       o.precision == "bf16" ? R"("bf16": {"enabled": true},)" : "",
       R"("zero_optimization": {"stage": )", o.stage, R"(, "sub_group_size": )", o.sub_group,
-      R"(, "reduce_bucket_size": 5000000, "allgather_bucket_size": 5000000)", offload, "}}");
+      R"(, "reduce_bucket_size": 5000000, "allgather_bucket_size": 5000000)",
+      R"(, "stage3_max_live_parameters": )", 2 * block_numel, R"(, "stage3_max_reuse_distance": )",
+      block_numel, R"(, "stage3_prefetch_bucket_size": )", block_numel, offload, "}}");
 }
 
 double median(std::vector<double> v) {
@@ -108,14 +129,20 @@ int main(int argc, char** argv) {
     auto comm = world_communicator();
     const int rank = comm->rank(), world = comm->world_size();
     const int64_t rss_start_kib = status_kib("VmRSS:");
-    const int64_t layers = (o.params + o.width * o.width + o.width - 1) / (o.width * o.width + o.width);
-    torch::manual_seed(0);
-    auto model = std::make_shared<torch::nn::SequentialImpl>();
-    for (int64_t l = 0; l < layers; ++l)
-      model->push_back(Sharded(torch::nn::Linear(o.width, o.width)));
+    const int64_t layers =
+        (o.params + o.width * o.width + o.width - 1) / (o.width * o.width + o.width);
     ConfigOptions copts;
     copts.world_size = world;
     const ParsedConfig parsed = parse_config_string(config_json(o), copts);
+    torch::manual_seed(0);
+    auto model = std::make_shared<torch::nn::SequentialImpl>();
+    {
+      std::optional<Init> init;
+      if (o.init) init.emplace(parsed);
+      for (int64_t l = 0; l < layers; ++l)
+        model->push_back(Sharded(torch::nn::Linear(o.width, o.width)));
+    }
+    const int64_t hwm_build_kib = status_kib("VmHWM:");
     Engine engine = initialize(model, parsed, comm);
     const auto dtype = o.precision == "bf16" ? torch::kBFloat16 : torch::kFloat;
     malloc_trim(0);
@@ -151,23 +178,25 @@ int main(int argc, char** argv) {
     std::vector<double> later(step_s.begin() + std::min<size_t>(1, step_s.size()), step_s.end());
     std::vector<double> later_opt(opt_s.begin() + std::min<size_t>(1, opt_s.size()), opt_s.end());
     const double step_med = median(later), opt_med = median(later_opt);
-    std::vector<int64_t> mine{hwm_kib, rss_init_kib, rss_start_kib, ru.ru_maxrss};
+    std::vector<int64_t> mine{hwm_kib, rss_init_kib, rss_start_kib, ru.ru_maxrss, hwm_build_kib};
     at::Tensor t = at::tensor(mine, at::kLong);
-    at::Tensor all = at::empty({world * 4}, at::kLong);
+    at::Tensor all = at::empty({world * 5}, at::kLong);
     comm->all_gather(t, all)->wait();
     if (rank == 0) {
-      int64_t max_hwm = 0, max_init = 0, start = 0, max_ru = 0;
+      int64_t max_hwm = 0, max_init = 0, start = 0, max_ru = 0, max_build = 0;
       for (int r = 0; r < world; ++r) {
-        max_hwm = std::max(max_hwm, all[r * 4].item<int64_t>());
-        max_init = std::max(max_init, all[r * 4 + 1].item<int64_t>());
-        start = std::max(start, all[r * 4 + 2].item<int64_t>());
-        max_ru = std::max(max_ru, all[r * 4 + 3].item<int64_t>());
+        max_hwm = std::max(max_hwm, all[r * 5].item<int64_t>());
+        max_init = std::max(max_init, all[r * 5 + 1].item<int64_t>());
+        start = std::max(start, all[r * 5 + 2].item<int64_t>());
+        max_ru = std::max(max_ru, all[r * 5 + 3].item<int64_t>());
+        max_build = std::max(max_build, all[r * 5 + 4].item<int64_t>());
       }
       std::printf(
-          "| %d | %d | %s | %s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f |",
-          world, o.stage, o.precision.c_str(), o.offload.c_str(),
+          "| %d | %d | %s | %s%s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | "
+          "%.3f | %.3f |",
+          world, o.stage, o.precision.c_str(), o.offload.c_str(), o.init ? " + Init" : "",
           static_cast<long long>(layers * (o.width * o.width + o.width)), start / 1024.0,
-          max_init / 1024.0, max_hwm / 1024.0, max_ru / 1024.0,
+          max_build / 1024.0, max_init / 1024.0, max_hwm / 1024.0, max_ru / 1024.0,
           mib(m.model_states_bytes()), mib(m.host_bytes()), mib(m.nvme_bytes), step_med, opt_med);
       if (o.offload == "nvme") {
         const double moved = 2.0 * m.nvme_bytes;  // every sub-group read and written once

@@ -13,6 +13,7 @@
 #include <zero/core/stage.h>
 #include <zero/engine/args.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/init.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/memory_estimate.h>
 #include <zero/engine/sharded.h>

@@ -6,12 +6,15 @@
 #include "worker_util.h"
 
 #include <zero/engine/engine.h>
+#include <zero/engine/init.h>
+#include <zero/engine/sharded.h>
 
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 using namespace zero;
@@ -148,6 +151,81 @@ void run_equal(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// zero::Init: blocks partitioned as they are built train exactly as the model built whole
+// (same seed), with and without optimizer offload; the blocks' parameters hold no memory between
+// construction and initialize; a config at another stage is refused.
+void run_init(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  struct Row {
+    bool bf16;
+    std::string offload;
+  };
+  for (const Row& row : std::vector<Row>{{false, ""}, {true, ""}, {true, "cpu"}, {false, "nvme"}}) {
+    Case c;
+    c.stage = 3;
+    c.gas = 2;
+    c.micro = 1;
+    c.clip = 0.05;
+    if (row.bf16) c.extra_top = R"(, "bf16": {"enabled": true})";
+    OffloadCase o;
+    o.device = row.offload;
+    const std::string json = config_json(c, world, row.offload.empty() ? "" : offload_json(o));
+    const std::string name = zero::detail::str("stage 3", row.bf16 ? " bf16" : " fp32",
+                                               row.offload.empty() ? "" : " offload ", row.offload);
+    const torch::Dtype dtype = row.bf16 ? torch::kBFloat16 : torch::kFloat;
+    Net whole_net(42, 2, /*wrap=*/true);
+    Engine whole = initialize(whole_net.ptr(), parse(json, world), comm);
+    train_as(whole, whole_net, c, world, rank, dtype);
+    const Params expected = whole.full_parameters();
+
+    const ParsedConfig parsed = parse(json, world);
+    std::optional<Net> net;
+    {
+      Init init(parsed);
+      net.emplace(42, 2, /*wrap=*/true);
+    }
+    int64_t held = 0, blocks = 0;
+    for (const auto& m : (*net)->modules(/*include_self=*/false))
+      if (auto* w = dynamic_cast<ShardedImpl*>(m.get())) {
+        ++blocks;
+        EXPECT(w->partitioned(), name, ": a block built under zero::Init was not partitioned");
+        for (const auto& p : w->parameters())
+          if (p.numel() > 30) held += static_cast<int64_t>(p.storage().nbytes());
+      }
+    EXPECT(blocks > 0 && held == 0, name, ": ", held,
+           " bytes of block parameters held after "
+           "zero::Init (",
+           blocks, " blocks)");
+    Engine engine = initialize(net->ptr(), parsed, comm);
+    train_as(engine, *net, c, world, rank, dtype);
+    const Params got = engine.full_parameters();
+    EXPECT(bitwise_equal(got, expected), name,
+           ": zero::Init run differs from the whole build (max ", "rel diff ",
+           max_rel_diff(got, expected), ")");
+    EXPECT(engine.memory_report().parameters_bytes == whole.memory_report().parameters_bytes, name,
+           ": parameter bytes ", engine.memory_report().parameters_bytes, " vs ",
+           whole.memory_report().parameters_bytes);
+    if (rank == 0)
+      std::printf("init world %d %-28s equal to the whole build: %s\n", world, name.c_str(),
+                  bitwise_equal(got, expected) ? "bitwise" : "NO");
+  }
+  Case stage2;
+  stage2.stage = 2;
+  expect_throw<ConfigError>("zero::Init at stage 2", "stage 3",
+                            [&] { Init init(parse(config_json(stage2, world), world)); });
+  // Partitioned for stage 3, initialized at stage 2.
+  Case stage3;
+  stage3.stage = 3;
+  std::optional<Net> net;
+  {
+    Init init(parse(config_json(stage3, world), world));
+    net.emplace(42, 2, /*wrap=*/true);
+  }
+  expect_throw<UsageError>("Init blocks at stage 2", "zero::Init", [&] {
+    initialize(net->ptr(), parse(config_json(stage2, world), world), comm);
+  });
+}
+
 void run_faults(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size();
   Case c;
@@ -199,5 +277,6 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"equal", run_equal}, {"faults", run_faults}});
+  return worker_main(argc, argv,
+                     {{"equal", run_equal}, {"init", run_init}, {"faults", run_faults}});
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+
+#include "temp_dir.h"
 #include <zero/offload/aio.h>
 
 #include <cstdint>
@@ -14,26 +16,7 @@
 
 namespace zero::offload::test {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at the end.
-class TempDir {
- public:
-  explicit TempDir(const char* prefix = "zero_offload") {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + ".XXXXXX";
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = zero::test_support::TempDir;
 
 inline void fill_random(void* data, int64_t bytes, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -81,9 +81,12 @@ class Stage {
   // `params` are the trainable parameters in layout order (params[i] is layout.params()[i]).
   // Rank 0's values are broadcast; the parameters become views into the stage's buffers.
   // units (stage 3 only): index = ParamSpec::unit; unit 0 is the rest of the model.
+  // param_shards (stage 3, zero::Init): per layout group, this rank's shard made at the block's
+  // construction (undefined: cut from the parameters, which are then whole on every rank).
   static std::unique_ptr<Stage> create(const StageOptions& options, std::vector<at::Tensor> params,
                                        FlatLayout layout, std::shared_ptr<Communicator> comm,
-                                       std::vector<UnitSpec> units = {});
+                                       std::vector<UnitSpec> units = {},
+                                       std::vector<at::Tensor> param_shards = {});
   virtual ~Stage() = default;
 
   virtual int stage() const = 0;

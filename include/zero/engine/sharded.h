@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <vector>
 #include <type_traits>
 
 namespace zero {
@@ -41,11 +42,17 @@ class ShardedImpl : public torch::nn::Module {
   void attach(Stage* stage, int unit);
   bool attached() const { return stage_ != nullptr; }
   int unit() const { return unit_; }
+  // Built under zero::Init: this rank's shards of the block's non-persistent layout groups, in
+  // layout order, until the engine takes them (the parameters hold no memory meanwhile).
+  bool partitioned() const { return partitioned_; }
+  std::vector<at::Tensor> take_shards() { return std::move(shards_); }
 
  private:
   torch::nn::AnyModule inner_;
   Stage* stage_ = nullptr;
   int unit_ = -1;
+  bool partitioned_ = false;
+  std::vector<at::Tensor> shards_;
 };
 TORCH_MODULE(Sharded);
 

@@ -1,0 +1,102 @@
+// zero::Init: partitions each zero::Sharded block as it is constructed, with the layout the
+// engine will build for it: the block's parameters in reverse registration order, grouped by
+// (persistent, dtype), aligned and padded exactly as FlatLayout does for the block's unit, so
+// that the shard kept here is the one the stage would have cut from the whole model.
+#include <zero/comm/process_group.h>
+#include <zero/core/layout.h>
+#include <zero/core/stage.h>
+#include <zero/core/storage.h>
+#include <zero/engine/init.h>
+#include <zero/error.h>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <unordered_set>
+
+namespace zero {
+
+namespace {
+thread_local const Init* g_active = nullptr;
+}
+
+Init::Init(const std::string& config_path) {
+  ConfigOptions options;
+  options.world_size = detect_rank_env().world_size;
+  setup(parse_config_file(config_path, options).config);
+}
+
+Init::Init(const ParsedConfig& config) {
+  setup(config.config);
+}
+
+void Init::setup(const Config& c) {
+  ZERO_CHECK(g_active == nullptr, UsageError,
+             "zero::Init: another zero::Init is alive on this thread; one scope at a time");
+  ZERO_CHECK(c.zero_optimization.stage == 3, ConfigError,
+             "zero::Init partitions blocks for ZeRO stage 3, but zero_optimization.stage is ",
+             c.zero_optimization.stage, "; build the model without zero::Init");
+  const RankEnv env = detect_rank_env();
+  ZERO_CHECK(env.world_size == c.world_size, ConfigError,
+             "zero::Init: the config was resolved for ", c.world_size, " ranks but the job has ",
+             env.world_size);
+  rank_ = env.rank;
+  world_ = env.world_size;
+  dtype_ = c.fp16.enabled ? at::kHalf : c.bf16.enabled ? at::kBFloat16 : at::kFloat;
+  persistence_threshold_numel_ = c.zero_optimization.stage3_param_persistence_threshold;
+  g_active = this;
+}
+
+Init::~Init() {
+  if (g_active == this) g_active = nullptr;
+}
+
+const Init* Init::active() {
+  return g_active;
+}
+
+std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> params;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (at::Tensor& p : block.parameters(/*recurse=*/true))
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
+  // As the engine converts the whole model (DeepSpeed's module.half() / .bfloat16()).
+  if (dtype_ != at::kFloat) {
+    for (at::Tensor& p : params)
+      if (p.scalar_type() == at::kFloat) p.set_data(p.to(dtype_));
+    for (at::Tensor& b : block.buffers(/*recurse=*/true))
+      if (b.scalar_type() == at::kFloat) b.set_data(b.to(dtype_));
+  }
+  std::vector<ParamSpec> specs;
+  std::vector<at::Tensor> ordered;  // layout order: reverse registration order
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    ParamSpec spec;
+    spec.numel = it->numel();
+    spec.dtype = it->scalar_type();
+    spec.unit = 1;
+    spec.persistent = spec.numel <= persistence_threshold_numel_;
+    specs.push_back(spec);
+    ordered.push_back(*it);
+  }
+  std::vector<at::Tensor> shards;
+  if (specs.empty()) return shards;
+  LayoutOptions lopts;
+  lopts.world_size = world_;
+  lopts.align_bytes = StageOptions{}.align_bytes;
+  const FlatLayout layout = FlatLayout::build(specs, lopts);
+  for (const Group& g : layout.groups()) {
+    if (g.persistent) continue;  // small parameters stay whole, as the stage keeps them
+    at::Tensor flat = at::zeros({g.padded_numel}, at::TensorOptions().dtype(g.dtype));
+    for (int pi : g.params) {
+      const BufferRange r = layout.slots()[pi].buffer;
+      flat.narrow(0, r.begin, r.numel()).copy_(ordered[pi].reshape({-1}));
+    }
+    const BufferRange mine = g.shard(rank_);
+    shards.push_back(flat.narrow(0, mine.begin, mine.numel()).clone());
+    for (int pi : g.params) detail::free_storage(ordered[pi]);
+  }
+  return shards;
+}
+
+}  // namespace zero
