@@ -87,13 +87,17 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
   const FlatLayout layout = FlatLayout::build(specs, lopts);
   for (const Group& g : layout.groups()) {
     if (g.persistent) continue;  // small parameters stay whole, as the stage keeps them
-    at::Tensor flat = at::zeros({g.padded_numel}, at::TensorOptions().dtype(g.dtype));
+    // Only this rank's part of each parameter is copied: no whole flat buffer is made.
+    const BufferRange mine = g.shard(rank_);
+    at::Tensor shard = at::zeros({mine.numel()}, at::TensorOptions().dtype(g.dtype));
     for (int pi : g.params) {
       const BufferRange r = layout.slots()[pi].buffer;
-      flat.narrow(0, r.begin, r.numel()).copy_(ordered[pi].reshape({-1}));
+      const BufferRange part = r.intersect(mine);
+      if (part.empty()) continue;
+      shard.narrow(0, part.begin - mine.begin, part.numel())
+          .copy_(ordered[pi].reshape({-1}).narrow(0, part.begin - r.begin, part.numel()));
     }
-    const BufferRange mine = g.shard(rank_);
-    shards.push_back(flat.narrow(0, mine.begin, mine.numel()).clone());
+    shards.push_back(shard);
     for (int pi : g.params) detail::free_storage(ordered[pi]);
   }
   return shards;
