@@ -10,6 +10,7 @@
 #include <zero/engine/sharded.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -272,11 +273,54 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
     init(c, oo(zero::detail::str(R"("device": "nvme", "nvme_path": ")", file, R"(")")));
   });
   std::remove(file.c_str());
+
+  // A swap file that loses its data mid-run (here: truncated behind the engine's back): the next
+  // step fails with an IoError naming the file, the offset and the rank; no step is silently
+  // computed from missing state.
+  {
+    Case cc = c;
+    OffloadCase o;
+    o.device = "nvme";
+    o.sub_group = 500;
+    Net net(42, 2, /*wrap=*/true);
+    Engine engine =
+        initialize(net.ptr(), parse(config_json(cc, world, offload_json(o)), world), comm);
+    cc.steps = 1;
+    train_as(engine, net, cc, world, comm->rank(), torch::kFloat);
+    std::string swap_file;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(swap_dir()))
+      if (e.path().filename() == "optimizer.swap" &&
+          e.path().parent_path().filename() == zero::detail::str("rank", comm->rank()))
+        swap_file = e.path();
+    EXPECT(!swap_file.empty(), "no swap file of rank ", comm->rank(), " under ", swap_dir());
+    EXPECT(::truncate(swap_file.c_str(), 0) == 0, "truncate ", swap_file);
+    expect_throw<IoError>(
+        "swap file truncated",
+        zero::detail::str("rank ", comm->rank(), ": io_uring read of ", swap_file, " at offset "),
+        [&] { train_as(engine, net, cc, world, comm->rank(), torch::kFloat); });
+  }
+}
+
+// nvme_path on a full filesystem (ZERO_TEST_SWAP_DIR is a 1 MiB tmpfs): initialize fails while
+// preallocating the swap file, naming it, its size and the rank.
+void run_nvme_full(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  Case c;
+  c.stage = 3;
+  OffloadCase o;
+  o.device = "nvme";
+  expect_throw<IoError>("nvme_path full", "No space left on device", [&] {
+    Net net(42, 2, /*wrap=*/true);
+    initialize(net.ptr(), parse(config_json(c, world, offload_json(o)), world), comm);
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   return worker_main(argc, argv,
-                     {{"equal", run_equal}, {"init", run_init}, {"faults", run_faults}});
+                     {{"equal", run_equal},
+                      {"init", run_init},
+                      {"faults", run_faults},
+                      {"nvme_full", run_nvme_full}});
 }
