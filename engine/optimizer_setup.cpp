@@ -93,11 +93,9 @@ std::unique_ptr<ShardOptimizer> make_optimizer(const Config& c, Communicator& co
     n.json_key = "zero_optimization.offload_optimizer.nvme_path";
     n.job_id = swap_job_id(comm, device);
     n.rank = comm.rank();
-    n.block_size_bytes = c.aio.block_size;
-    n.queue_depth = static_cast<int>(c.aio.queue_depth);
-    n.intra_op_parallelism = static_cast<int>(c.aio.intra_op_parallelism);
-    n.single_submit = c.aio.single_submit;
-    n.overlap_events = c.aio.overlap_events;
+    n.aio = {c.aio.block_size, static_cast<int>(c.aio.queue_depth),
+             static_cast<int>(c.aio.intra_op_parallelism), c.aio.single_submit,
+             c.aio.overlap_events};
     n.buffer_count = static_cast<int>(oo.buffer_count);
     n.pipeline_read = oo.pipeline_read;
     n.pipeline_write = oo.pipeline_write;

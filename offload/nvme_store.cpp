@@ -27,7 +27,7 @@ class NvmeStore : public StateStore {
       : options_(o),
         fast_init_(fast_init),
         dir_(o.nvme_path, o.job_id, o.rank, o.json_key),
-        aio_(aio_options(o), o.rank) {}
+        aio_(o.aio, o.rank) {}
 
   void init(const std::vector<int64_t>& shard_numels, const std::vector<SubGroup>& sub_groups,
             const std::function<void(size_t k, const at::Tensor& master)>& fill) override {
@@ -145,16 +145,6 @@ class NvmeStore : public StateStore {
     std::optional<AioEngine::Ticket> read, write;  // in flight on this buffer
     std::optional<size_t> holds;                   // the sub-group read (or being read) into it
   };
-
-  static AioOptions aio_options(const NvmeOptions& o) {
-    AioOptions a;
-    a.block_size_bytes = o.block_size_bytes;
-    a.queue_depth = o.queue_depth;
-    a.intra_op_parallelism = o.intra_op_parallelism;
-    a.single_submit = o.single_submit;
-    a.overlap_events = o.overlap_events;
-    return a;
-  }
 
   // Sub-group k's buffer, once the write of whatever it held before has completed.
   Slot& free_slot(size_t k) {

@@ -301,8 +301,9 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
-// nvme_path on a full filesystem (ZERO_TEST_SWAP_DIR is a 1 MiB tmpfs): initialize fails while
-// preallocating the swap file, naming it, its size and the rank.
+// nvme_path on a full filesystem (ZERO_TEST_SWAP_DIR is a 16 KiB tmpfs: with_small_tmpfs.sh):
+// initialize fails while preallocating the swap file, naming it, its size and the rank, and
+// leaves nothing behind.
 void run_nvme_full(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size();
   Case c;
@@ -313,6 +314,11 @@ void run_nvme_full(const std::shared_ptr<Communicator>& comm) {
     Net net(42, 2, /*wrap=*/true);
     initialize(net.ptr(), parse(config_json(c, world, offload_json(o)), world), comm);
   });
+  // Nothing of the failed start is left behind.
+  comm->barrier()->wait();
+  if (comm->rank() == 0)
+    for (const auto& e : std::filesystem::directory_iterator(swap_dir()))
+      EXPECT(false, "left in the full nvme_path: ", e.path().string());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <zero/core/optimizer.h>
+#include <zero/offload/aio.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -19,11 +20,7 @@ struct NvmeOptions {
   std::string json_key;  // the config key of nvme_path, for errors
   std::string job_id;    // the same on every rank of a job: files go to nvme_path/<job_id>/rank<N>/
   int rank = 0;
-  int64_t block_size_bytes = 1048576;  // aio section
-  int queue_depth = 8;
-  int intra_op_parallelism = 1;
-  bool single_submit = false;
-  bool overlap_events = true;
+  AioOptions aio;               // the ds_config's aio section
   int buffer_count = 4;         // sub-groups held in host memory at once (>= 1)
   bool pipeline_read = false;   // read sub-group k+1 while Adam runs on k
   bool pipeline_write = false;  // write sub-group k-1 back while Adam runs on k
