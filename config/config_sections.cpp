@@ -286,11 +286,6 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
     ctx.warn(s.child("mics_shard_size"),
              "ignored: MiCS sharding is not implemented; ZeRO shards over all ranks");
   }
-  if (z.offload_param.device == "nvme" && z.stage == 3) {
-    ctx.error(s.child("offload_param.device"),
-              "not supported: parameter offload (cpu or nvme) is not implemented yet; "
-              "offload_optimizer (cpu or nvme) is");
-  }
   if (z.offload_optimizer.ratio < 1.0 && z.stage != 3) {
     ctx.error(s.child("offload_optimizer.ratio"),
               "partial offloading (ratio < 1) needs ZeRO stage 3 (DeepSpeed "

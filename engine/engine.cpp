@@ -199,9 +199,9 @@ std::string MemoryReport::to_string() const {
       << mb(comm_buffers_bytes) << ", gathered " << mb(gathered_params_bytes) << " (peak "
       << mb(peak_gathered_params_bytes) << ")";
   if (host_bytes() > 0)
-    out << "; host: master " << mb(host_master_params_bytes) << ", optimizer "
-        << mb(host_optimizer_states_bytes) << ", grads " << mb(host_gradients_bytes) << ", buffers "
-        << mb(host_buffers_bytes);
+    out << "; host: params " << mb(host_parameters_bytes) << ", master "
+        << mb(host_master_params_bytes) << ", optimizer " << mb(host_optimizer_states_bytes)
+        << ", grads " << mb(host_gradients_bytes) << ", buffers " << mb(host_buffers_bytes);
   if (nvme_bytes > 0) out << "; nvme " << mb(nvme_bytes);
   return out.str();
 }
@@ -319,7 +319,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                "none. Wrap each transformer block: blocks[i] = zero::Sharded(block)");
 
   // Layout order: reverse registration order, which is roughly gradient arrival order.
-  const StageOptions sopts = stage_options(config);
+  StageOptions sopts = stage_options(config);
   std::vector<ParamSpec> specs;
   for (auto it = ordered.rbegin(); it != ordered.rend(); ++it) {
     ParamSpec spec;
@@ -343,12 +343,15 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   check_same_layout(*comm, layout, ordered[0].second.device());
 
   std::vector<at::Tensor> param_shards = take_init_shards(impl->wrappers, layout, stage);
+  const detail::SwapFolders swap_folders =
+      detail::open_swap_folders(config, *comm, ordered[0].second.device());
+  sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
   impl->stage =
       Stage::create(sopts, impl->params, std::move(layout), comm,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
-  impl->optimizer = detail::make_optimizer(config, *comm, ordered[0].second.device());
+  impl->optimizer = detail::make_optimizer(config, swap_folders, comm->rank());
   impl->optimizer->init_state(impl->stage->optimizer_shards());
   if (impl->optimizer->wants_grad_copies()) {
     ShardOptimizer* optimizer = impl->optimizer.get();
@@ -377,10 +380,12 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                   : impl->compute_dtype == at::kHalf ? "fp16 with fp32 masters"
                                                      : "bf16 with fp32 masters",
                   impl->scaler ? ", loss " + impl->scaler->describe() : std::string());
-  const std::string states_at =
+  std::string states_at =
       impl->optimizer->location() == "device"
           ? std::string()
           : detail::str(" (master and moments on ", impl->optimizer->location(), ")");
+  if (sopts.param_store)
+    states_at += detail::str(", parameter shards on ", sopts.param_store->location());
   impl->monitors = EngineMonitors::create(config, rank);
   Engine engine(std::move(impl));
   if (rank == 0) {
@@ -587,8 +592,9 @@ MemoryReport Engine::memory_report() const {
   r.host_master_params_bytes = host.host_master_bytes;
   r.host_optimizer_states_bytes = host.host_states_bytes;
   r.host_gradients_bytes = host.host_grads_bytes;
-  r.host_buffers_bytes = host.host_buffers_bytes;
-  r.nvme_bytes = host.nvme_bytes;
+  r.host_buffers_bytes = host.host_buffers_bytes + m.offloaded_params.host_buffers_bytes;
+  r.nvme_bytes = host.nvme_bytes + m.offloaded_params.nvme_bytes;
+  r.host_parameters_bytes = m.offloaded_params.host_params_bytes;
   r.comm_buffers_bytes = m.comm_buffers_bytes;
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;

@@ -1,6 +1,7 @@
-// Optimizer construction from the ds_config, offload included. The offload checks follow
-// DeepSpeed's rules (offload needs a ZeRO stage; offload_param only at stage 3) with our
-// wording, and refuse what would change the math that we have not built (ratio, super_offload).
+// Optimizer and parameter-store construction from the ds_config, offload included. The offload
+// checks follow DeepSpeed's rules (offload needs a ZeRO stage; offload_param only at stage 3,
+// with offload_optimizer) with our wording, and refuse what would change the math that we have
+// not built (ratio, super_offload).
 #include "optimizer_setup.h"
 
 #include "checkpoint_io.h"
@@ -8,6 +9,7 @@
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/error.h>
 #include <zero/offload/offload_optimizer.h>
+#include <zero/offload/param_offload.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,9 +52,19 @@ void check_offload_config(const Config& c) {
   }
   // Below stage 3 the parser warned that offload_param has no effect (as DeepSpeed ignores it).
   if (op.device != "none" && z.stage == 3) {
-    ZERO_CHECK(false, ConfigError,
-               "zero_optimization.offload_param: parameter offload is not supported by this "
-               "build yet; set offload_param.device to \"none\" (offload_optimizer works)");
+    ZERO_CHECK(oo.device != "none", ConfigError,
+               "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
+               "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
+               "the offloaded shards (older DeepSpeed asserts the same)");
+    ZERO_CHECK(op.device != "nvme" || !op.nvme_path.empty(), ConfigError,
+               "zero_optimization.offload_param.device is \"nvme\" but nvme_path is not set; "
+               "give a directory on a local disk");
+    ZERO_CHECK(op.device != "nvme" || op.buffer_count >= 1, ConfigError,
+               "zero_optimization.offload_param.buffer_count must be >= 1 for nvme, got ",
+               op.buffer_count);
+    ZERO_CHECK(op.device != "nvme" || op.buffer_size >= 1, ConfigError,
+               "zero_optimization.offload_param.buffer_size must be >= 1 for nvme, got ",
+               op.buffer_size);
   }
 }
 
@@ -74,10 +86,53 @@ std::string swap_job_id(Communicator& comm, at::Device device) {
   return text;
 }
 
+bool optimizer_on_nvme(const Config& c) {
+  return c.zero_optimization.stage >= 1 && c.zero_optimization.offload_optimizer.device == "nvme";
+}
+bool params_on_nvme(const Config& c) {
+  return c.zero_optimization.stage == 3 && c.zero_optimization.offload_param.device == "nvme";
+}
+
+offload::AioOptions aio_options(const Config& c) {
+  return {c.aio.block_size, static_cast<int>(c.aio.queue_depth),
+          static_cast<int>(c.aio.intra_op_parallelism), c.aio.single_submit, c.aio.overlap_events};
+}
+
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> make_optimizer(const Config& c, Communicator& comm,
-                                               at::Device device) {
+SwapFolders open_swap_folders(const Config& c, Communicator& comm, at::Device device) {
+  SwapFolders out;
+  if (!optimizer_on_nvme(c) && !params_on_nvme(c)) return out;
+  const std::string job_id = swap_job_id(comm, device);
+  auto open = [&](const std::string& path, const char* key) {
+    if (!out.by_path.count(path))
+      out.by_path[path] = std::make_shared<offload::SwapDir>(
+          path, job_id, comm.rank(), std::string("zero_optimization.") + key + ".nvme_path");
+  };
+  if (optimizer_on_nvme(c))
+    open(c.zero_optimization.offload_optimizer.nvme_path, "offload_optimizer");
+  if (params_on_nvme(c)) open(c.zero_optimization.offload_param.nvme_path, "offload_param");
+  return out;
+}
+
+std::shared_ptr<ParamStore> make_param_store(const Config& c, const SwapFolders& folders,
+                                             int rank) {
+  const OffloadParamConfig& op = c.zero_optimization.offload_param;
+  if (c.zero_optimization.stage != 3 || op.device == "none") return nullptr;
+  offload::ParamOffloadOptions o;
+  o.nvme = op.device == "nvme";
+  o.pin_memory = op.pin_memory;
+  o.max_in_cpu_numel = op.max_in_cpu;
+  o.buffer_count = static_cast<int>(op.buffer_count);
+  o.buffer_numel = op.buffer_size;
+  if (o.nvme) o.dir = folders.by_path.at(op.nvme_path);
+  o.aio = aio_options(c);
+  o.rank = rank;
+  return offload::make_param_store(o);
+}
+
+std::unique_ptr<ShardOptimizer> make_optimizer(const Config& c, const SwapFolders& folders,
+                                               int rank) {
   const OffloadOptimizerConfig& oo = c.zero_optimization.offload_optimizer;
   if (oo.device == "none" || c.zero_optimization.stage == 0)
     return ShardOptimizer::create(optimizer_options(c.optimizer));
@@ -89,13 +144,9 @@ std::unique_ptr<ShardOptimizer> make_optimizer(const Config& c, Communicator& co
   o.fast_init = oo.fast_init;
   if (o.nvme) {
     offload::NvmeOptions& n = o.nvme_options;
-    n.nvme_path = oo.nvme_path;
-    n.json_key = "zero_optimization.offload_optimizer.nvme_path";
-    n.job_id = swap_job_id(comm, device);
-    n.rank = comm.rank();
-    n.aio = {c.aio.block_size, static_cast<int>(c.aio.queue_depth),
-             static_cast<int>(c.aio.intra_op_parallelism), c.aio.single_submit,
-             c.aio.overlap_events};
+    n.dir = folders.by_path.at(oo.nvme_path);
+    n.rank = rank;
+    n.aio = aio_options(c);
     n.buffer_count = static_cast<int>(oo.buffer_count);
     n.pipeline_read = oo.pipeline_read;
     n.pipeline_write = oo.pipeline_write;

@@ -12,14 +12,14 @@
 namespace zero::offload {
 
 std::vector<SubGroup> split_sub_groups(const std::vector<int64_t>& shard_numels,
-                                       int64_t sub_group_numel) {
+                                       int64_t sub_group_numel, int64_t align_numel) {
   ZERO_CHECK(sub_group_numel > 0, ConfigError, "zero_optimization.sub_group_size must be > 0, got ",
              sub_group_numel);
   // Rounded up to whole 64-element blocks: the vectorized kernel's lanes and scalar tail then
   // split each sub-group where they split the whole shard, so the result is bitwise that of one
   // pass over the shard (the scalar tail rounds a*b+c twice, the vector lanes once).
-  const int64_t step =
-      (sub_group_numel + kSubGroupAlignNumel - 1) / kSubGroupAlignNumel * kSubGroupAlignNumel;
+  ZERO_ASSERT(align_numel % kSubGroupAlignNumel == 0, "sub-group alignment ", align_numel);
+  const int64_t step = (sub_group_numel + align_numel - 1) / align_numel * align_numel;
   std::vector<SubGroup> out;
   for (size_t s = 0; s < shard_numels.size(); ++s)
     for (int64_t b = 0; b < shard_numels[s]; b += step)

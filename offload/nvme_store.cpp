@@ -24,10 +24,7 @@ constexpr int kParts = 3;  // master, exp_avg, exp_avg_sq
 class NvmeStore : public StateStore {
  public:
   NvmeStore(const NvmeOptions& o, bool fast_init)
-      : options_(o),
-        fast_init_(fast_init),
-        dir_(o.nvme_path, o.job_id, o.rank, o.json_key),
-        aio_(o.aio, o.rank) {}
+      : options_(o), fast_init_(fast_init), dir_(o.dir), aio_(o.aio, o.rank) {}
 
   void init(const std::vector<int64_t>& shard_numels, const std::vector<SubGroup>& sub_groups,
             const std::function<void(size_t k, const at::Tensor& master)>& fill) override {
@@ -40,7 +37,7 @@ class NvmeStore : public StateStore {
       offset += kParts * part_bytes_.back();
       largest = std::max(largest, part_bytes_.back());
     }
-    file_ = dir_.create_file("optimizer.swap", std::max<int64_t>(offset, kIoAlign));
+    file_ = dir_->create_file("optimizer.swap", std::max<int64_t>(offset, kIoAlign));
     const int count = static_cast<int>(std::min<size_t>(std::max(options_.buffer_count, 1),
                                                         std::max<size_t>(sub_groups.size(), 1)));
     for (int b = 0; b < count; ++b) slots_.push_back(Slot{AlignedBuffer(kParts * largest)});
@@ -179,7 +176,7 @@ class NvmeStore : public StateStore {
 
   NvmeOptions options_;
   bool fast_init_;
-  SwapDir dir_;
+  std::shared_ptr<SwapDir> dir_;  // kept alive while the file is open
   SwapFile file_;
   std::vector<int64_t> shard_numels_;
   std::vector<SubGroup> sub_groups_;

@@ -1,7 +1,8 @@
 // The offloaded Adam/AdamW: one pass over the sub-groups per step. Gradients come from host
 // copies made while backward ran (cpu) or straight from the stage's shard (nvme, where host
 // memory holds only the pipeline's buffers); the updated master goes into the stage's
-// compute-dtype shard in the same kernel pass when that shard is host memory.
+// compute-dtype shard in the same kernel pass when that shard is host memory, or into the
+// parameter store (offload_param) sub-group by sub-group.
 #include "state_store.h"
 
 #include <zero/error.h>
@@ -33,15 +34,24 @@ class OffloadAdam : public ShardOptimizer {
     std::vector<int64_t> numels;
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
-      ZERO_ASSERT(s.compute.defined() && s.grad.defined() && s.compute.numel() == s.grad.numel(),
+      ZERO_ASSERT((s.param_store || s.compute.defined()) && s.grad.defined() &&
+                      (s.param_store || s.compute.numel() == s.grad.numel()),
                   "offload: shard ", i, " without compute/grad tensors");
       ZERO_ASSERT(!s.master.defined(), "offload: the stage kept a master for shard ", i);
       if (s.group >= static_cast<int>(shard_of_group_.size()))
         shard_of_group_.resize(s.group + 1, -1);
       shard_of_group_[s.group] = static_cast<int>(i);
-      numels.push_back(s.compute.numel());
+      numels.push_back(s.grad.numel());
+      if (s.param_store) {
+        ZERO_ASSERT(!param_store_ || param_store_ == s.param_store,
+                    "offload: two parameter stores");
+        param_store_ = s.param_store;
+      }
     }
-    sub_groups_ = split_sub_groups(numels, options_.sub_group_numel);
+    // Sub-groups written into an NVMe parameter store start on its O_DIRECT blocks.
+    const int64_t align =
+        std::max(kSubGroupAlignNumel, param_store_ ? param_store_->write_align_numel() : 1);
+    sub_groups_ = split_sub_groups(numels, options_.sub_group_numel, align);
     copy_grads_ = !options_.nvme;
     grads_.clear();
     ready_numel_.assign(shards.size(), 0);
@@ -50,7 +60,13 @@ class OffloadAdam : public ShardOptimizer {
         grads_.push_back(host_empty(n, at::kFloat, options_.pin_memory).zero_());
     store_->init(numels, sub_groups_, [&](size_t k, const at::Tensor& master) {
       const SubGroup& g = sub_groups_[k];
-      master.copy_(shards_[g.shard].compute.narrow(0, g.begin, g.numel));
+      const OptimizerShard& s = shards_[g.shard];
+      if (!s.param_store) {
+        master.copy_(s.compute.narrow(0, g.begin, g.numel));
+        return;
+      }
+      master.copy_(s.param_store->acquire(s.group).narrow(0, g.begin, g.numel));
+      s.param_store->release(s.group);
     });
   }
 
@@ -67,20 +83,30 @@ class OffloadAdam : public ShardOptimizer {
       at::Tensor grad = copy_grads_ ? grads_[g.shard].narrow(0, g.begin, g.numel)
                                     : shards[g.shard].grad.narrow(0, g.begin, g.numel);
       if (!grad.is_cpu()) grad = grad.to(at::kCPU);
-      at::Tensor compute = shards[g.shard].compute.narrow(0, g.begin, g.numel);
+      const OptimizerShard& shard = shards[g.shard];
+      // Where the updated parameters go: the stage's shard, or the parameter store (offload_param).
+      at::Tensor compute;
+      if (!shard.param_store) compute = shard.compute.narrow(0, g.begin, g.numel);
+      const at::ScalarType dtype =
+          shard.param_store ? shard.param_store->dtype() : compute.scalar_type();
       at::Tensor out;  // where the kernel writes the 16-bit parameters
-      if (is_16bit(compute.scalar_type()))
-        out = compute.is_cpu() && compute.is_contiguous() ? compute : staging16(compute, g.numel);
+      if (is_16bit(dtype))
+        out = compute.defined() && compute.is_cpu() && compute.is_contiguous()
+                  ? compute
+                  : staging16(dtype, g.numel);
       ZERO_CHECK(adam_step_host(p, st.master, grad, st.exp_avg, st.exp_avg_sq, out), UsageError,
                  "offload: sub-group ", k, " cannot run on the CPU Adam (gradients of dtype ",
                  grad.scalar_type(), ")");
-      if (!out.defined())
+      if (shard.param_store)
+        shard.param_store->write(shard.group, g.begin, out.defined() ? out : st.master);
+      else if (!out.defined())
         compute.copy_(st.master);
       else if (!out.is_same(compute))
         compute.copy_(out);
       store_->end(k);
     }
     store_->finish();
+    if (param_store_) param_store_->flush();
     drop_gradients();
   }
 
@@ -101,8 +127,15 @@ class OffloadAdam : public ShardOptimizer {
   at::Tensor master(size_t shard) const override { return store_->shard_state(shard).master; }
   // A checkpoint load wrote the masters (and moments): store them and refresh the parameters.
   void masters_changed() override {
-    for (size_t i = 0; i < shards_.size(); ++i)
-      shards_[i].compute.copy_(store_->shard_state(i).master);
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      const OptimizerShard& s = shards_[i];
+      const at::Tensor master = store_->shard_state(i).master;
+      if (s.param_store)
+        s.param_store->write(s.group, 0, master.to(s.param_store->dtype()));
+      else
+        s.compute.copy_(master);
+    }
+    if (param_store_) param_store_->flush();
     store_->commit();
   }
   int64_t state_bytes() const override { return 0; }  // none on the device: offload_memory()
@@ -121,10 +154,9 @@ class OffloadAdam : public ShardOptimizer {
 
  private:
   // A host buffer for the 16-bit parameters of a sub-group whose shard is not host memory.
-  at::Tensor staging16(const at::Tensor& like, int64_t numel) {
-    if (!staging16_.defined() || staging16_.numel() < numel ||
-        staging16_.scalar_type() != like.scalar_type())
-      staging16_ = host_empty(numel, like.scalar_type(), options_.pin_memory);
+  at::Tensor staging16(at::ScalarType dtype, int64_t numel) {
+    if (!staging16_.defined() || staging16_.numel() < numel || staging16_.scalar_type() != dtype)
+      staging16_ = host_empty(numel, dtype, options_.pin_memory);
     return staging16_.narrow(0, 0, numel);
   }
 
@@ -132,6 +164,7 @@ class OffloadAdam : public ShardOptimizer {
   std::unique_ptr<StateStore> store_;
   std::vector<OptimizerShard> shards_;
   std::vector<int> shard_of_group_;
+  ParamStore* param_store_ = nullptr;  // stage 3 offload_param: where the parameters are
   std::vector<SubGroup> sub_groups_;
   bool copy_grads_ = true;
   std::vector<at::Tensor> grads_;  // fp32 host copies of the gradient shards (cpu)

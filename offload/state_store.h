@@ -24,9 +24,10 @@ struct SubGroup {
 constexpr int64_t kSubGroupAlignNumel = 64;
 
 // Each shard cut into pieces of at most sub_group_numel elements (rounded up to a multiple of
-// kSubGroupAlignNumel), shard by shard.
+// align_numel, itself a multiple of kSubGroupAlignNumel), shard by shard.
 std::vector<SubGroup> split_sub_groups(const std::vector<int64_t>& shard_numels,
-                                       int64_t sub_group_numel);
+                                       int64_t sub_group_numel,
+                                       int64_t align_numel = kSubGroupAlignNumel);
 
 // One sub-group's fp32 state while Adam runs on it (host tensors, contiguous, numel each).
 struct SubGroupState {

@@ -429,10 +429,10 @@ void FlatStage::note_gathered_bytes(int64_t delta) {
 StageMemory FlatStage::memory() const {
   StageMemory m;
   for (const auto& b : groups_) {
-    if (b.sharded_params)
-      m.parameters_bytes += b.param_shard.nbytes();
-    else
+    if (!b.sharded_params)
       m.parameters_bytes += b.flat.nbytes();
+    else if (b.param_shard.defined())  // undefined when offloaded (between gathers)
+      m.parameters_bytes += b.param_shard.nbytes();
     if (b.flat_grad.defined()) m.gradients_bytes += b.flat_grad.nbytes();
     if (b.grad_shard.defined()) m.gradients_bytes += b.grad_shard.nbytes();
     if (!b.master_is_alias && b.master.defined()) m.master_params_bytes += b.master.nbytes();

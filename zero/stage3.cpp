@@ -47,6 +47,7 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     unit.expected_grads += static_cast<int>(g.params.size());
   }
   setup(sharded, param_shards);
+  if (options_.param_store) move_shards_to_store();
   // setup() left every buffer gathered; keep the rest of the model, release the blocks.
   for (size_t u = 0; u < units_.size(); ++u) {
     units_[u].state = UnitState::kAvailable;
@@ -66,9 +67,39 @@ Stage3::~Stage3() {
   }
 }
 
+void Stage3::move_shards_to_store() {
+  ZERO_CHECK(options_.offload_optimizer, ConfigError,
+             "zero_optimization.offload_param needs offload_optimizer (cpu or nvme): the offloaded "
+             "optimizer writes the updated parameters straight into the offloaded shards");
+  ParamStore& store = *options_.param_store;
+  std::vector<int64_t> numels(groups_.size(), 0);
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].sharded_params) {
+      numels[g] = groups_[g].param_shard.numel();
+      ZERO_ASSERT(dtype == c10::ScalarType::Undefined || dtype == layout_.groups()[g].dtype,
+                  "offload_param: groups of two dtypes");
+      dtype = layout_.groups()[g].dtype;
+    }
+  if (dtype == c10::ScalarType::Undefined) return;  // every group persistent
+  store.init(numels, dtype);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupBuffers& b = groups_[g];
+    if (!b.sharded_params) continue;
+    store.write(static_cast<int>(g), 0, b.param_shard.to(at::kCPU).contiguous());
+    b.param_shard = at::Tensor();  // now a staging buffer, made for each gather
+    b.compute_shard = at::Tensor();
+  }
+  store.flush();
+}
+
 std::vector<OptimizerShard> Stage3::optimizer_shards() {
   std::vector<OptimizerShard> out;
-  for (size_t g = 0; g < groups_.size(); ++g) out.push_back(shard_of(g, groups_[g].grad_shard));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    out.push_back(shard_of(g, groups_[g].grad_shard));
+    if (options_.param_store && groups_[g].sharded_params)
+      out.back().param_store = options_.param_store.get();
+  }
   return out;
 }
 
@@ -86,6 +117,12 @@ void Stage3::start_gather(int unit) {
   for (int gi : u.groups) {
     GroupBuffers& b = groups_[gi];
     allocate_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
+    if (options_.param_store) {
+      // Offloaded: the shard goes through a device buffer, kept until the gather finishes.
+      b.param_shard = options_.param_store->acquire(gi).to(b.flat.device(), /*non_blocking=*/false,
+                                                           /*copy=*/true);
+      options_.param_store->release(gi);
+    }
     if (world_ == 1)
       b.flat.copy_(b.param_shard);
     else
@@ -103,6 +140,8 @@ void Stage3::finish_gather(int unit) {
   if (u.state == UnitState::kAvailable) return;
   for (auto& w : u.works) w->wait();
   u.works.clear();
+  if (options_.param_store)
+    for (int gi : u.groups) groups_[gi].param_shard = at::Tensor();
   u.state = UnitState::kAvailable;
 }
 
@@ -144,6 +183,11 @@ void Stage3::prefetch(const std::vector<int>& candidates, int current) {
     start_gather(v);
     budget -= units_[v].numel;
   }
+  // Offloaded shards of the units after those: reads start into free swap-in buffers.
+  if (options_.param_store)
+    for (int v : candidates)
+      if (units_[v].state == UnitState::kReleased)
+        for (int gi : units_[v].groups) options_.param_store->prefetch(gi);
 }
 
 void Stage3::pre_forward(int unit) {
@@ -230,6 +274,7 @@ void Stage3::release_all() {
 StageMemory Stage3::memory() const {
   StageMemory m = FlatStage::memory();
   m.unit_gathers = gathers_;
+  if (options_.param_store) m.offloaded_params = options_.param_store->memory();
   return m;
 }
 

@@ -50,6 +50,9 @@ class Stage3 : public FlatStage {
   };
 
   void after_grad(int param) override;
+  // offload_param: the sharded groups' shards go into the store; param_shard is then only the
+  // device buffer of a gather in flight.
+  void move_shards_to_store();
   void start_gather(int unit);   // kReleased -> kGathering (async all-gathers issued)
   void finish_gather(int unit);  // -> kAvailable; idempotent; blocks until the data is there
   void release(int unit);        // -> kReleased; frees the gathered storage

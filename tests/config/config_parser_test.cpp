@@ -192,7 +192,6 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
         R"("curriculum_learning": {"enabled": true})", R"("optimizer": {"type": "Lamb"})",
         R"("optimizer": {"type": "OneBitAdam"})", R"("scheduler": {"type": "StepLR"})",
         R"("sequence_parallel_size": 2)",
-        R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}})",
         R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
     INFO(feature);
@@ -207,6 +206,15 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
           std::string("{") + kBatch +
           R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}})")
           .config.zero_optimization.offload_optimizer.device == "nvme");
+  // And parameter offload at stage 3 (cpu or nvme) with its buffers and max_in_cpu.
+  const zero::ParsedConfig p = parse(
+      std::string("{") + kBatch +
+      R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x",
+          "buffer_count": 3, "buffer_size": 1000, "max_in_cpu": 0}}})");
+  CHECK(p.warnings.empty());
+  CHECK(p.config.zero_optimization.offload_param.device == "nvme");
+  CHECK(p.config.zero_optimization.offload_param.buffer_size == 1000);
+  CHECK(p.config.zero_optimization.offload_param.max_in_cpu == 0);
 }
 
 TEST_CASE("wandb and comet have no C++ client: an error that points to tensorboard/csv_monitor") {

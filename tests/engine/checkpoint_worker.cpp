@@ -42,8 +42,10 @@ struct ResumeCase {
   int stage;
   std::string precision;  // fp32 / bf16 / fp16
   std::string offload;    // "" / "cpu" / "nvme": offload_optimizer.device
+  std::string params;     // "" / "cpu" / "nvme": offload_param.device
   std::string name() const {
-    return zero::detail::str("stage", stage, "_", precision, offload.empty() ? "" : "_", offload);
+    return zero::detail::str("stage", stage, "_", precision, offload.empty() ? "" : "_", offload,
+                             params.empty() ? "" : "_params_", params);
   }
 };
 
@@ -56,6 +58,9 @@ std::vector<ResumeCase> resume_cases() {
   out.push_back({2, "bf16", "nvme"});
   out.push_back({3, "fp32", "cpu"});
   out.push_back({3, "fp16", "nvme"});
+  // Offloaded parameter shards: saved through the masters, refilled from the loaded ones.
+  out.push_back({3, "fp16", "cpu", "cpu"});
+  out.push_back({3, "bf16", "nvme", "nvme"});
   return out;
 }
 
@@ -83,7 +88,11 @@ ParsedConfig resume_config(const ResumeCase& rc, int world) {
           ? ""
           : zero::detail::str(R"(, "sub_group_size": 200, "offload_optimizer": {"device": ")",
                               rc.offload, R"(", "nvme_path": ")", swap_dir(),
-                              R"(", "pipeline_read": true, "pipeline_write": true})");
+                              R"(", "pipeline_read": true, "pipeline_write": true})",
+                              rc.params.empty() ? "" : R"(, "offload_param": {"device": ")",
+                              rc.params, rc.params.empty() ? "" : R"(", "nvme_path": ")",
+                              rc.params.empty() ? "" : swap_dir(),
+                              rc.params.empty() ? "" : R"(", "max_in_cpu": 0})");
   return parse(config_json(c, world, offload), world);
 }
 

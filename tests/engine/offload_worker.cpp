@@ -34,6 +34,10 @@ struct OffloadCase {
   int buffer_count = 4;
   bool pipeline = false;  // pipeline_read and pipeline_write
   bool fast_init = false;
+  std::string param_device;  // offload_param: "" (none), "cpu" or "nvme"
+  int param_buffers = 5;
+  int64_t param_buffer_numel = 100000000;
+  int64_t max_in_cpu = 0;  // nvme: every shard swapped
 };
 
 std::string offload_json(const OffloadCase& o) {
@@ -42,7 +46,13 @@ std::string offload_json(const OffloadCase& o) {
       R"(", "nvme_path": ")", swap_dir(), R"(", "buffer_count": )", o.buffer_count,
       R"(, "pipeline_read": )", o.pipeline ? "true" : "false", R"(, "pipeline_write": )",
       o.pipeline ? "true" : "false", R"(, "fast_init": )", o.fast_init ? "true" : "false",
-      R"(, "pin_memory": true})");
+      R"(, "pin_memory": true})",
+      o.param_device.empty()
+          ? std::string()
+          : zero::detail::str(R"(, "offload_param": {"device": ")", o.param_device,
+                              R"(", "nvme_path": ")", swap_dir(), R"(", "buffer_count": )",
+                              o.param_buffers, R"(, "buffer_size": )", o.param_buffer_numel,
+                              R"(, "max_in_cpu": )", o.max_in_cpu, R"(, "pin_memory": true})"));
 }
 
 // train() of worker_util.h with the inputs in the parameters' dtype (bf16 runs).
@@ -85,6 +95,14 @@ void run_equal(const std::shared_ptr<Communicator>& comm) {
   rows.push_back({3, false, {"nvme", 257, 1, false, true}, 2, 0.0});  // one buffer, fast_init
   rows.push_back({2, true, {"nvme", 100, 3, true, false}, 2, 0.05});
   rows.push_back({1, false, {"nvme", 1000, 8, false, true}, 1, 0.05});
+  // Parameter offload (stage 3): shards in host memory or swapped (max_in_cpu 0: all of them;
+  // a max_in_cpu that keeps some in memory; one swap-in buffer).
+  for (bool half : {false, true}) {
+    rows.push_back({3, half, {"cpu", 1000000000, 4, false, false, "cpu"}, 1, 0.0});
+    rows.push_back({3, half, {"nvme", 300, 2, true, false, "nvme"}, 2, 0.05});
+    rows.push_back({3, half, {"cpu", 300, 4, false, false, "nvme", 1}, 2, 0.0});
+  }
+  rows.push_back({3, false, {"nvme", 5000, 3, true, true, "nvme", 2, 100000000, 600}, 1, 0.05});
   for (const Row& row : rows) {
     Case c;
     c.stage = row.stage;
@@ -95,7 +113,12 @@ void run_equal(const std::shared_ptr<Communicator>& comm) {
     const std::string name = zero::detail::str(
         "stage ", c.stage, row.bf16 ? " bf16" : " fp32", " ", row.o.device, " sub_group ",
         row.o.sub_group, " buffers ", row.o.buffer_count, row.o.pipeline ? " pipelined" : "",
-        row.o.fast_init ? " fast_init" : "", " gas ", c.gas, " clip ", c.clip);
+        row.o.fast_init ? " fast_init" : "",
+        row.o.param_device.empty()
+            ? std::string()
+            : zero::detail::str(" params ", row.o.param_device, " buffers ", row.o.param_buffers,
+                                " max_in_cpu ", row.o.max_in_cpu),
+        " gas ", c.gas, " clip ", c.clip);
     Net plain_net(42, 2, /*wrap=*/true);
     Engine plain = initialize(plain_net.ptr(), parse(config_json(c, world), world), comm);
     const torch::Dtype dtype = row.bf16 ? torch::kBFloat16 : torch::kFloat;
@@ -123,18 +146,42 @@ void run_equal(const std::shared_ptr<Communicator>& comm) {
       EXPECT(m.host_optimizer_states_bytes == 8 * shard_numel &&
                  m.host_master_params_bytes == 4 * shard_numel,
              name, ": host bytes ", m.to_string(), " for ", shard_numel, " shard elements");
-      EXPECT(m.nvme_bytes == 0, name, ": nvme bytes ", m.nvme_bytes);
+      if (row.o.param_device != "nvme")
+        EXPECT(m.nvme_bytes == 0, name, ": nvme bytes ", m.nvme_bytes);
     } else {
       EXPECT(m.host_optimizer_states_bytes == 0 && m.host_master_params_bytes == 0, name,
              ": states in host memory with nvme: ", m.to_string());
       EXPECT(m.nvme_bytes >= 12 * shard_numel, name, ": swap file ", m.nvme_bytes, " bytes for ",
              shard_numel, " elements");
-      // The pipeline's buffers: buffer_count sub-groups of 3 x 4 bytes (page-rounded).
-      const int64_t per_buffer =
-          3 * ((std::min(row.o.sub_group, shard_numel) * 4 + 4095) / 4096 * 4096);
-      EXPECT(m.host_buffers_bytes <= row.o.buffer_count * std::max<int64_t>(per_buffer, 3 * 4096),
-             name, ": pipeline buffers ", m.host_buffers_bytes, " bytes");
       EXPECT(before.nvme_bytes == m.nvme_bytes, name, ": the swap file changed size");
+    }
+    // The buffers: buffer_count optimizer sub-groups of 3 x 4 bytes (page-rounded; sub-groups
+    // start on 4096-byte blocks of the parameter swap file with nvme parameters), plus
+    // buffer_count parameter shards and two write buffers.
+    const int64_t page = 4096;
+    const int64_t align = row.o.param_device == "nvme" ? page / (row.bf16 ? 2 : 4) : 64;
+    const int64_t sub = (row.o.sub_group + align - 1) / align * align;
+    const int64_t per_buffer = 3 * ((std::min(sub, shard_numel) * 4 + page - 1) / page * page);
+    int64_t buffers = row.o.device == "nvme" ? row.o.buffer_count * per_buffer : 0;
+    if (row.o.param_device == "nvme")
+      buffers += (row.o.param_buffers + 2) * ((p.parameters_bytes + page - 1) / page * page);
+    EXPECT(m.host_buffers_bytes <= buffers + (row.bf16 ? shard_numel * 2 : 0), name, ": buffers ",
+           m.host_buffers_bytes, " bytes, expected at most ", buffers);
+    // Parameter shards: off the device, in host memory or the swap file; the persistent small
+    // parameters stay.
+    if (!row.o.param_device.empty()) {
+      const int64_t offloaded = p.parameters_bytes - m.parameters_bytes;
+      EXPECT(offloaded > 0, name, ": no parameter bytes left the device: ", m.to_string());
+      if (row.o.param_device == "cpu")
+        EXPECT(m.host_parameters_bytes == offloaded, name, ": host parameters ",
+               m.host_parameters_bytes, " bytes, ", offloaded, " offloaded");
+      else
+        EXPECT(m.host_parameters_bytes <= row.o.max_in_cpu * (row.bf16 ? 2 : 4) &&
+                   m.nvme_bytes >= offloaded - m.host_parameters_bytes,
+               name, ": nvme parameters: ", m.to_string());
+    } else {
+      EXPECT(m.parameters_bytes == p.parameters_bytes && m.host_parameters_bytes == 0, name,
+             ": parameter bytes moved without offload_param");
     }
     if (rank == 0)
       std::printf("offload world %d %-70s equal: %s; %s\n", world, name.c_str(),
@@ -160,8 +207,14 @@ void run_init(const std::shared_ptr<Communicator>& comm) {
   struct Row {
     bool bf16;
     std::string offload;
+    std::string params;  // offload_param
   };
-  for (const Row& row : std::vector<Row>{{false, ""}, {true, ""}, {true, "cpu"}, {false, "nvme"}}) {
+  for (const Row& row : std::vector<Row>{{false, ""},
+                                         {true, ""},
+                                         {true, "cpu"},
+                                         {false, "nvme"},
+                                         {true, "cpu", "cpu"},
+                                         {false, "nvme", "nvme"}}) {
     Case c;
     c.stage = 3;
     c.gas = 2;
@@ -170,9 +223,11 @@ void run_init(const std::shared_ptr<Communicator>& comm) {
     if (row.bf16) c.extra_top = R"(, "bf16": {"enabled": true})";
     OffloadCase o;
     o.device = row.offload;
+    o.param_device = row.params;
     const std::string json = config_json(c, world, row.offload.empty() ? "" : offload_json(o));
     const std::string name = zero::detail::str("stage 3", row.bf16 ? " bf16" : " fp32",
-                                               row.offload.empty() ? "" : " offload ", row.offload);
+                                               row.offload.empty() ? "" : " offload ", row.offload,
+                                               row.params.empty() ? "" : " params ", row.params);
     const torch::Dtype dtype = row.bf16 ? torch::kBFloat16 : torch::kFloat;
     Net whole_net(42, 2, /*wrap=*/true);
     Engine whole = initialize(whole_net.ptr(), parse(json, world), comm);
@@ -254,8 +309,24 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
     Engine engine = initialize(net.ptr(), parsed, comm);
     EXPECT(engine.memory_report().host_bytes() == 0, "stage ", stage, ": offloaded anyway");
   }
-  expect_throw<ConfigError>("offload_param at stage 3", "not supported",
+  expect_throw<ConfigError>("offload_param without offload_optimizer", "needs offload_optimizer",
                             [&] { init(c, R"(, "offload_param": {"device": "cpu"})"); });
+  const std::string cpu_optimizer = oo(R"("device": "cpu")");
+  expect_throw<ConfigError>("offload_param nvme without path", "offload_param.device", [&] {
+    init(c, cpu_optimizer + R"(, "offload_param": {"device": "nvme"})");
+  });
+  const std::string missing_params = swap_dir() + "/no/such/dir";
+  expect_throw<ConfigError>("offload_param nvme_path missing", "offload_param.nvme_path", [&] {
+    init(c, cpu_optimizer + zero::detail::str(R"(, "offload_param": {"device": "nvme", )",
+                                              R"("nvme_path": ")", missing_params, R"("})"));
+  });
+  // A shard larger than a swap-in buffer: DeepSpeed asserts; we name the key and the size.
+  expect_throw<ConfigError>(
+      "offload_param buffer_size too small", "offload_param.buffer_size", [&] {
+        init(c, cpu_optimizer + zero::detail::str(R"(, "offload_param": {"device": "nvme", )",
+                                                  R"("nvme_path": ")", swap_dir(),
+                                                  R"(", "buffer_size": 8, "max_in_cpu": 0})"));
+      });
   Case sgd = c;
   sgd.optimizer = "SGD";
   expect_throw<ConfigError>("SGD offloaded", "SGD", [&] { init(sgd, oo(R"("device": "cpu")")); });

@@ -4,6 +4,7 @@
 
 #include <zero/comm/communicator.h>
 #include <zero/core/layout.h>
+#include <zero/core/param_store.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
@@ -40,6 +41,9 @@ struct StageOptions {
   // offload_optimizer: the optimizer keeps the fp32 master itself (on the host or NVMe), so
   // the stage allocates none; OptimizerShard::master is then undefined.
   bool offload_optimizer = false;
+  // offload_param (stage 3): where the parameter shards live between gathers; null: on the
+  // device with the rest of the stage. Needs offload_optimizer (the optimizer writes into it).
+  std::shared_ptr<ParamStore> param_store;
 };
 
 // One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by
@@ -54,6 +58,9 @@ struct OptimizerShard {
   // The stage's parameters of this shard in the compute dtype (fp32 too; same numel): where an
   // optimizer that keeps its own master (offload) writes the updated values.
   at::Tensor compute;
+  // Stage 3 with offload_param: compute is undefined; the shard is group `group` of this store
+  // (read it to fill the masters, write the updated values into it).
+  ParamStore* param_store = nullptr;
 };
 
 // Called when the gradients of elements [begin, begin + numel) of group `group`'s optimizer
@@ -69,6 +76,7 @@ struct StageMemory {
   int64_t gathered_params_bytes = 0;  // stage 3: gathered units right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most ever gathered at once
   int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
+  ParamStoreMemory offloaded_params;  // stage 3 offload_param: the shards' place off the device
 };
 
 // A unit of stage 3 sharding (a wrapped block, or the rest of the model).

@@ -39,19 +39,20 @@ struct MemoryReport {
   int64_t gathered_params_bytes = 0;       // stage 3: gathered right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most gathered at once so far
   int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
-  // offload_optimizer: what lives in host memory or swap files instead (the fields above are
-  // the device's; on a CPU-only run both are the process's memory).
+  // offload_optimizer / offload_param: what lives in host memory or swap files instead (the
+  // fields above are the device's; on a CPU-only run both are the process's memory).
+  int64_t host_parameters_bytes = 0;  // stage 3 parameter shards kept in host memory
   int64_t host_master_params_bytes = 0;
   int64_t host_optimizer_states_bytes = 0;
   int64_t host_gradients_bytes = 0;     // fp32 copies of the gradient shard
   int64_t host_buffers_bytes = 0;       // staging and swap pipeline buffers
-  int64_t nvme_bytes = 0;               // swap files: masters and moments
+  int64_t nvme_bytes = 0;               // swap files: masters and moments, parameter shards
   int64_t model_states_bytes() const {  // on the device
     return parameters_bytes + gradients_bytes + master_params_bytes + optimizer_states_bytes;
   }
   int64_t host_bytes() const {
-    return host_master_params_bytes + host_optimizer_states_bytes + host_gradients_bytes +
-           host_buffers_bytes;
+    return host_parameters_bytes + host_master_params_bytes + host_optimizer_states_bytes +
+           host_gradients_bytes + host_buffers_bytes;
   }
   std::string to_string() const;
 };

@@ -6,6 +6,7 @@
 
 #include <zero/core/optimizer.h>
 #include <zero/offload/aio.h>
+#include <zero/offload/swap_dir.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -16,9 +17,9 @@
 namespace zero::offload {
 
 struct NvmeOptions {
-  std::string nvme_path;
-  std::string json_key;  // the config key of nvme_path, for errors
-  std::string job_id;    // the same on every rank of a job: files go to nvme_path/<job_id>/rank<N>/
+  // The rank's swap folder nvme_path/<job id>/rank<N>/ (shared with the parameter store when
+  // offload_param uses the same nvme_path).
+  std::shared_ptr<SwapDir> dir;
   int rank = 0;
   AioOptions aio;               // the ds_config's aio section
   int buffer_count = 4;         // sub-groups held in host memory at once (>= 1)
