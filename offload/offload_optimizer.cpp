@@ -3,6 +3,7 @@
 // memory holds only the pipeline's buffers); the updated master goes into the stage's
 // compute-dtype shard in the same kernel pass when that shard is host memory, or into the
 // parameter store (offload_param) sub-group by sub-group.
+#include "grad_copy.h"
 #include "state_store.h"
 
 #include <zero/error.h>
@@ -74,9 +75,11 @@ class OffloadAdam : public ShardOptimizer {
             double grad_scale) override {
     ZERO_ASSERT(shards.size() == shards_.size(), "offload: optimizer state not initialised");
     const kernels::AdamParams p = adam_params(options_.optimizer, lr, step, grad_scale);
-    if (copy_grads_)  // parts the stage did not report (or all, after a skipped step)
+    if (copy_grads_) {  // parts the stage did not report (or all, after a skipped step)
       for (size_t i = 0; i < shards.size(); ++i)
-        if (ready_numel_[i] != shards[i].grad.numel()) grads_[i].copy_(shards[i].grad);
+        if (ready_numel_[i] != shards[i].grad.numel()) copier_.copy(grads_[i], shards[i].grad);
+      copier_.wait();
+    }
     for (size_t k = 0; k < sub_groups_.size(); ++k) {
       const SubGroup& g = sub_groups_[k];
       const SubGroupState st = store_->begin(k);
@@ -114,10 +117,13 @@ class OffloadAdam : public ShardOptimizer {
   void grad_ready(int group, int64_t begin, int64_t numel) override {
     const int i = shard_of_group_.at(group);
     ZERO_ASSERT(i >= 0, "offload: no shard for group ", group);
-    grads_[i].narrow(0, begin, numel).copy_(shards_[i].grad.narrow(0, begin, numel));
+    copier_.copy(grads_[i].narrow(0, begin, numel), shards_[i].grad.narrow(0, begin, numel));
     ready_numel_[i] += numel;
   }
-  void drop_gradients() override { std::fill(ready_numel_.begin(), ready_numel_.end(), 0); }
+  void drop_gradients() override {
+    copier_.wait();
+    std::fill(ready_numel_.begin(), ready_numel_.end(), 0);
+  }
 
   std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
   std::vector<at::Tensor> state(size_t shard) const override {
@@ -169,6 +175,7 @@ class OffloadAdam : public ShardOptimizer {
   bool copy_grads_ = true;
   std::vector<at::Tensor> grads_;  // fp32 host copies of the gradient shards (cpu)
   std::vector<int64_t> ready_numel_;
+  GradCopier copier_;  // the copies into grads_ (a copy stream on a GPU)
   at::Tensor staging16_;
 };
 

@@ -212,11 +212,18 @@ void FlatStage::on_grad(int param) {
       grad = view.view(params_[param].sizes());
     }
   } else {
-    const int slot = acquire_slot(ps.bucket);
     const Bucket& bucket = layout_.buckets()[ps.bucket];
-    slots_[slot]
-        .staging.narrow(0, ps.buffer.begin - bucket.buffer.begin, ps.buffer.numel())
-        .add_(grad.reshape({-1}));
+    // A bucket that is exactly one parameter's gradient is reduced from autograd's tensor itself:
+    // no staging copy, and no staging buffer of the largest parameter's size.
+    const bool whole = bucket.params.size() == 1 && grad.is_contiguous() &&
+                       grad.scalar_type() == comm_dtype_ && grad.numel() == bucket.buffer.numel();
+    const int slot = acquire_slot(ps.bucket, /*use_staging=*/!whole);
+    if (whole)
+      slots_[slot].input = grad.reshape({-1});
+    else
+      slots_[slot]
+          .staging.narrow(0, ps.buffer.begin - bucket.buffer.begin, ps.buffer.numel())
+          .add_(grad.reshape({-1}));
     grad.reset();
   }
   BucketState& bs = buckets_[ps.bucket];
@@ -230,12 +237,12 @@ void FlatStage::on_grad(int param) {
 FlatStage::Slot FlatStage::new_slot() const {
   const auto opts = groups_[0].flat.options().dtype(comm_dtype_);
   Slot s;
-  s.staging = at::empty({layout_.max_bucket_numel()}, opts);
+  s.staging = at::empty({0}, opts);  // grown to the buckets that need it
   s.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, opts);
   return s;
 }
 
-int FlatStage::acquire_slot(int bucket) {
+int FlatStage::acquire_slot(int bucket, bool use_staging) {
   BucketState& bs = buckets_[bucket];
   if (bs.slot >= 0) return bs.slot;
   int free_slot = -1;
@@ -253,8 +260,14 @@ int FlatStage::acquire_slot(int bucket) {
       spdlog::debug("[rank {}] gradient buckets filled out of order: staging buffer {} allocated",
                     rank_, slots_.size());
   }
-  slots_[free_slot].busy = true;
-  slots_[free_slot].staging.narrow(0, 0, layout_.buckets()[bucket].buffer.numel()).zero_();
+  Slot& slot = slots_[free_slot];
+  slot.busy = true;
+  if (use_staging) {
+    const int64_t numel = layout_.buckets()[bucket].buffer.numel();
+    if (slot.staging.numel() < numel) slot.staging = at::empty({numel}, slot.staging.options());
+    slot.input = slot.staging.narrow(0, 0, numel);
+    slot.input.zero_();
+  }
   bs.slot = free_slot;
   return free_slot;
 }
@@ -277,7 +290,7 @@ void FlatStage::launch_bucket(int bucket) {
   } else {
     const int slot = acquire_slot(bucket);
     const auto& counts = bucket_counts_[bucket];
-    at::Tensor input = slots_[slot].staging.narrow(0, 0, b.buffer.numel());
+    at::Tensor input = slots_[slot].input;
     at::Tensor output = slots_[slot].recv.narrow(0, 0, counts[rank_]);
     WorkHandle work;
     if (world_ == 1) {
@@ -311,6 +324,7 @@ void FlatStage::finish_pending() {
     }
     notify_grad_ready(p.bucket);
     slots_[p.slot].busy = false;
+    slots_[p.slot].input = at::Tensor();
     buckets_[p.bucket].slot = -1;
   }
 }

@@ -79,7 +79,8 @@ class FlatStage : public Stage {
 
  private:
   struct Slot {
-    at::Tensor staging;  // bucket-sized gradient staging
+    at::Tensor staging;  // gradient staging of the buckets that need it (grown on demand)
+    at::Tensor input;    // what the bucket's reduce-scatter reads: staging, or one gradient
     at::Tensor recv;     // this rank's part after reduce-scatter
     bool busy = false;
   };
@@ -99,7 +100,8 @@ class FlatStage : public Stage {
   void on_grad(int param);
   Slot new_slot() const;                                // staging + recv in the communication dtype
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
-  int acquire_slot(int bucket);
+  // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
+  int acquire_slot(int bucket, bool use_staging = true);
   void launch_bucket(int bucket);
   void finish_pending();                         // the oldest in-flight bucket
   ShardRange bucket_in_shard(int bucket) const;  // the part of a bucket in this rank's shard

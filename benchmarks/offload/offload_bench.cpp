@@ -40,7 +40,10 @@ struct Options {
   int steps = 4;
   bool pipeline = true;  // pipeline_read and pipeline_write
   int buffer_count = 4;
-  bool init = false;  // build the model under zero::Init
+  bool init = false;                    // build the model under zero::Init
+  std::string params_offload = "none";  // offload_param: none | cpu | nvme (all shards swapped)
+  int live_blocks = 2;                  // stage 3: blocks gathered at once (in use + prefetched)
+  int64_t bucket = 5'000'000;           // reduce_bucket_size
 };
 
 Options parse(int argc, char** argv) {
@@ -73,6 +76,12 @@ Options parse(int argc, char** argv) {
       o.buffer_count = std::stoi(value());
     else if (a == "--init")
       o.init = true;
+    else if (a == "--params_offload")
+      o.params_offload = value();
+    else if (a == "--live_blocks")
+      o.live_blocks = std::stoi(value());
+    else if (a == "--bucket")
+      o.bucket = std::stoll(value());
     else
       throw UsageError("offload_bench: unknown argument " + a);
   }
@@ -91,8 +100,9 @@ double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
 }
 
-// Stage 3 keeps at most two blocks gathered (one in use, one prefetched) so that the peak is
-// ZeRO's 16 Psi / N plus about one block, not DeepSpeed's default of up to 1e9 live parameters.
+// Stage 3 keeps at most live_blocks blocks gathered (by default one in use, one prefetched) so
+// that the peak is ZeRO's 16 Psi / N plus about a block, not DeepSpeed's default of up to 1e9
+// live parameters.
 std::string config_json(const Options& o) {
   const int64_t block_numel = o.width * o.width + o.width;
   const std::string offload =
@@ -101,15 +111,24 @@ std::string config_json(const Options& o) {
           : detail::str(R"(, "offload_optimizer": {"device": ")", o.offload, R"(", "nvme_path": ")",
                         o.nvme_path, R"(", "pipeline_read": )", o.pipeline ? "true" : "false",
                         R"(, "pipeline_write": )", o.pipeline ? "true" : "false",
-                        R"(, "buffer_count": )", o.buffer_count, "}");
+                        R"(, "buffer_count": )", o.buffer_count, "}",
+                        o.params_offload == "none" ? "" : R"(, "offload_param": {"device": ")",
+                        o.params_offload == "none" ? "" : o.params_offload,
+                        o.params_offload == "none" ? "" : R"(", "nvme_path": ")",
+                        o.params_offload == "none" ? "" : o.nvme_path,
+                        o.params_offload == "none"
+                            ? std::string()
+                            : detail::str(R"(", "max_in_cpu": 0, "buffer_count": 2, )",
+                                          R"("buffer_size": )", block_numel, "}"));
   return detail::str(
       R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "steps_per_print": 1000,
           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},)",
       o.precision == "bf16" ? R"("bf16": {"enabled": true},)" : "",
       R"("zero_optimization": {"stage": )", o.stage, R"(, "sub_group_size": )", o.sub_group,
-      R"(, "reduce_bucket_size": 5000000, "allgather_bucket_size": 5000000)",
-      R"(, "stage3_max_live_parameters": )", 2 * block_numel, R"(, "stage3_max_reuse_distance": )",
-      block_numel, R"(, "stage3_prefetch_bucket_size": )", block_numel, offload, "}}");
+      R"(, "reduce_bucket_size": )", o.bucket, R"(, "allgather_bucket_size": )", o.bucket,
+      R"(, "stage3_max_live_parameters": )", o.live_blocks * block_numel,
+      R"(, "stage3_max_reuse_distance": )", block_numel, R"(, "stage3_prefetch_bucket_size": )",
+      o.live_blocks > 1 ? block_numel : 0, offload, "}}");
 }
 
 double median(std::vector<double> v) {
@@ -192,13 +211,15 @@ int main(int argc, char** argv) {
         max_build = std::max(max_build, all[r * 5 + 4].item<int64_t>());
       }
       std::printf(
-          "| %d | %d | %s | %s%s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | "
+          "| %d | %d | %s | %s%s%s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f "
+          "| "
           "%.3f | %.3f |",
-          world, o.stage, o.precision.c_str(), o.offload.c_str(), o.init ? " + Init" : "",
-          static_cast<long long>(layers * (o.width * o.width + o.width)), start / 1024.0,
-          max_build / 1024.0, max_init / 1024.0, max_hwm / 1024.0, max_ru / 1024.0,
+          world, o.stage, o.precision.c_str(), o.offload.c_str(),
+          o.params_offload == "none" ? "" : (" + params " + o.params_offload).c_str(),
+          o.init ? " + Init" : "", static_cast<long long>(layers * (o.width * o.width + o.width)),
+          start / 1024.0, max_build / 1024.0, max_init / 1024.0, max_hwm / 1024.0, max_ru / 1024.0,
           mib(m.model_states_bytes()), mib(m.host_bytes()), mib(m.nvme_bytes), step_med, opt_med);
-      if (o.offload == "nvme") {
+      if (o.offload == "nvme" && o.params_offload == "none") {
         const double moved = 2.0 * m.nvme_bytes;  // every sub-group read and written once
         const double pipe_gbps = moved / opt_med / 1e9;
         const double raw_s = raw.read_s + raw.write_s;
