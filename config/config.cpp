@@ -82,8 +82,6 @@ const Feature kFeatures[] = {
     {"comet", Kind::kNoClient, "Comet has no C++ client"},
     {"autotuning", Kind::kIgnored, "the autotuner is not implemented"},
     {"compile", Kind::kIgnored, "torch.compile / DeepCompile do not exist in LibTorch"},
-    {"activation_checkpointing", Kind::kIgnored,
-     "DeepSpeed's activation checkpointing API is model-side code"},
     {"eigenvalue", Kind::kIgnored, "the eigenvalue computation is not implemented"},
     {"sparse_attention", Kind::kIgnored,
      "sparse attention is a model-side module the engine does not apply"},
@@ -328,6 +326,7 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
   read_scheduler(root, c.scheduler);
   read_zero(root, c.zero_optimization);
   read_monitors(root, c);
+  read_activation_checkpointing(root, c.activation_checkpointing);
   read_top_level(root, c);
   resolve_batch(root, c, options.world_size);
   root.finish("the top level of the config");

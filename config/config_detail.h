@@ -96,6 +96,7 @@ void read_optimizer(Section& root, OptimizerConfig& out);
 void read_scheduler(Section& root, SchedulerConfig& out);
 void read_zero(Section& root, ZeroOptimizationConfig& out);
 void read_monitors(Section& root, Config& config);
+void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& out);
 
 // Top-level keys of a ds_config (for "this section belongs at the top level" diagnostics).
 bool is_top_level_key(const std::string& key);

@@ -213,6 +213,15 @@ std::string to_json_string(const Config& c, int indent) {
   aio["overlap_events"] = c.aio.overlap_events;
   aio["use_gds"] = c.aio.use_gds;
   j["aio"] = aio;
+  const ActivationCheckpointingConfig& ac = c.activation_checkpointing;
+  Json act;
+  act["partition_activations"] = ac.partition_activations;
+  act["contiguous_memory_optimization"] = ac.contiguous_memory_optimization;
+  act["cpu_checkpointing"] = ac.cpu_checkpointing;
+  if (ac.number_checkpoints > 0) act["number_checkpoints"] = ac.number_checkpoints;
+  act["synchronize_checkpoint_boundary"] = ac.synchronize_checkpoint_boundary;
+  act["profile"] = ac.profile;
+  j["activation_checkpointing"] = act;
   j["data_types"] = Json{{"grad_accum_dtype", or_null(c.data_types.grad_accum_dtype)}};
   return j.dump(indent);
 }

@@ -377,4 +377,35 @@ void read_monitors(Section& root, Config& config) {
   }
 }
 
+// DeepSpeed's pydantic model forbids unknown keys; its configure() asserts that contiguous
+// buffers come with partitioned activations.
+void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& a) {
+  const std::string name = "activation_checkpointing";
+  Section s(root.ctx, root.get(name), name, Unknown::kError);
+  s.read("partition_activations", a.partition_activations);
+  s.read("contiguous_memory_optimization", a.contiguous_memory_optimization);
+  s.read("cpu_checkpointing", a.cpu_checkpointing);
+  s.read("number_checkpoints", a.number_checkpoints, 1, INT64_MAX);
+  s.read("synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
+  s.read("profile", a.profile);
+  s.finish(name);
+  if (a.partition_activations)
+    root.ctx.warn(s.child("partition_activations"),
+                  "no effect: it splits a checkpointed input across model-parallel ranks, "
+                  "where the input is replicated; with data parallelism only, each rank's "
+                  "inputs are its own micro-batch's and stay whole (DeepSpeed keeps them "
+                  "whole too)");
+  if (a.contiguous_memory_optimization && !a.partition_activations)
+    root.ctx.error(s.child("contiguous_memory_optimization"),
+                   "needs partition_activations: true (DeepSpeed asserts it when the model "
+                   "configures checkpointing)");
+  else if (a.contiguous_memory_optimization)
+    root.ctx.warn(s.child("contiguous_memory_optimization"),
+                  "ignored: copying checkpoints into preallocated contiguous buffers is not "
+                  "implemented (each checkpoint keeps its own tensor; the values are the same)");
+  if (a.number_checkpoints > 0 && !a.contiguous_memory_optimization)
+    root.ctx.warn(s.child("number_checkpoints"),
+                  "no effect: it sizes the buffers of contiguous_memory_optimization");
+}
+
 }  // namespace zero::detail

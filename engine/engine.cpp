@@ -203,6 +203,11 @@ std::string MemoryReport::to_string() const {
         << mb(host_master_params_bytes) << ", optimizer " << mb(host_optimizer_states_bytes)
         << ", grads " << mb(host_gradients_bytes) << ", buffers " << mb(host_buffers_bytes);
   if (nvme_bytes > 0) out << "; nvme " << mb(nvme_bytes);
+  if (peak_activation_checkpoint_bytes + peak_host_activation_checkpoint_bytes > 0)
+    out << "; activation checkpoints " << mb(activation_checkpoint_bytes) << " (peak "
+        << mb(peak_activation_checkpoint_bytes) << "), on the host "
+        << mb(host_activation_checkpoint_bytes) << " (peak "
+        << mb(peak_host_activation_checkpoint_bytes) << ")";
   return out.str();
 }
 
@@ -351,6 +356,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
+  impl->activations = detail::attach_checkpoints(*model, config, rank, ordered[0].second.device());
   impl->optimizer = detail::make_optimizer(config, swap_folders, comm->rank());
   impl->optimizer->init_state(impl->stage->optimizer_shards());
   if (impl->optimizer->wants_grad_copies()) {
@@ -524,6 +530,8 @@ void Engine::Impl::report_progress() const {
   std::string scale = scaler ? detail::str(", loss scale ", scaler->scale()) : "";
   spdlog::info("[rank 0] step {}: skipped {}, lr {:.6g}, grad norm {:.4g}{}", global_steps,
                skipped_steps, schedule->lr_at(scheduler_steps), last_grad_norm, scale);
+  if (config.activation_checkpointing.profile)
+    spdlog::info("[rank 0] activation checkpointing: {}", activations->describe());
 }
 
 void Engine::step() {
@@ -599,7 +607,16 @@ MemoryReport Engine::memory_report() const {
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;
   r.unit_gathers = m.unit_gathers;
+  const ActivationCheckpointStats a = impl_->activations->stats();
+  r.activation_checkpoint_bytes = a.live_bytes;
+  r.peak_activation_checkpoint_bytes = a.peak_live_bytes;
+  r.host_activation_checkpoint_bytes = a.host_live_bytes;
+  r.peak_host_activation_checkpoint_bytes = a.peak_host_live_bytes;
   return r;
+}
+
+std::shared_ptr<ActivationCheckpointing> Engine::activation_checkpointing() const {
+  return impl_->activations;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {

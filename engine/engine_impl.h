@@ -20,6 +20,14 @@
 
 namespace zero {
 
+namespace detail {
+// Gives every zero::Checkpointed block of the model the engine's activation checkpointing
+// settings and counters; logs (rank 0) which settings have no effect on this model or device.
+std::shared_ptr<ActivationCheckpointing> attach_checkpoints(torch::nn::Module& model,
+                                                            const Config& config, int rank,
+                                                            const at::Device& device);
+}  // namespace detail
+
 struct Engine::Impl {
   std::shared_ptr<torch::nn::Module> model;
   Config config;
@@ -42,6 +50,7 @@ struct Engine::Impl {
   std::optional<LossScaler> scaler;  // fp16 only
   bool check_overflow = false;       // fp16, or bf16 with check_grad_overflow: skip on inf/NaN
   std::unique_ptr<EngineMonitors> monitors;  // csv_monitor / tensorboard (rank 0); else null
+  std::shared_ptr<ActivationCheckpointing> activations;  // the model's checkpoints report here
 
   ~Impl() {
     for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);

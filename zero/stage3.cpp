@@ -192,6 +192,13 @@ void Stage3::prefetch(const std::vector<int>& candidates, int current) {
 
 void Stage3::pre_forward(int unit) {
   ZERO_ASSERT(unit > 0 && unit < static_cast<int>(units_.size()), "unit ", unit);
+  // An activation checkpoint recomputing the block: its backward follows at once, so it stays
+  // gathered until its gradients are in, and the forward trace is left alone.
+  if (in_backward_) {
+    units_[unit].kept = false;
+    finish_gather(unit);
+    return;
+  }
   if (!trace_valid_) {
     recording_.push_back(unit);
   } else if (trace_pos_ < trace_.size() && trace_[trace_pos_] == unit) {
@@ -212,6 +219,7 @@ void Stage3::pre_forward(int unit) {
 }
 
 void Stage3::post_forward(int unit) {
+  if (in_backward_) return;  // a recompute: after_grad releases the block
   // Without a trace (the first pass, or the order changed) nothing is known about reuse.
   const bool traced = trace_valid_ && trace_pos_ > 0 && trace_[trace_pos_ - 1] == unit;
   if (traced && reused_soon(unit, trace_pos_ - 1))
@@ -237,6 +245,7 @@ void Stage3::pre_backward(int unit) {
 void Stage3::start_backward(bool boundary) {
   FlatStage::start_backward(boundary);
   boundary_ = boundary;
+  in_backward_ = true;
   for (auto& u : units_) u.arrived_grads = 0;
   if (!trace_valid_ && !recording_.empty()) {
     trace_ = recording_;
@@ -258,6 +267,7 @@ void Stage3::after_grad(int param) {
 
 void Stage3::finish_backward() {
   FlatStage::finish_backward();
+  in_backward_ = false;
   for (size_t u = 0; u < units_.size(); ++u) release(static_cast<int>(u));
   if (!boundary_) finish_gather(0);  // the next forward starts outside any wrapped block
 }

@@ -72,8 +72,9 @@ class Stage3 : public FlatStage {
   size_t trace_pos_ = 0;     // forward: the next position in trace_
   size_t backward_pos_ = 0;  // backward: the next position in step_trace_
   bool boundary_ = true;
-  int64_t live_numel_ = 0;  // gathered or gathering, kept units included
-  int64_t gathers_ = 0;     // start_gather transitions so far
+  bool in_backward_ = false;  // between start_backward and finish_backward
+  int64_t live_numel_ = 0;    // gathered or gathering, kept units included
+  int64_t gathers_ = 0;       // start_gather transitions so far
   bool warned_live_ = false;
 };
 

@@ -22,7 +22,8 @@ void init_linear(torch::nn::Linear& linear, double std) {
 }
 }  // namespace
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head_(c.n_head) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
+    : n_head_(c.n_head), dropout_(c.dropout) {
   TORCH_CHECK(c.d_model % c.n_head == 0, "d_model ", c.d_model, " is not a multiple of n_head ",
               c.n_head);
   qkv_ = register_module("qkv", torch::nn::Linear(c.d_model, 3 * c.d_model));
@@ -39,11 +40,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
   auto causal = at::ones({T, T}, x.options().dtype(at::kBool)).triu(1);
   att = F::softmax(att.masked_fill(causal, -INFINITY), F::SoftmaxFuncOptions(-1));
+  att = dropout(att, dropout_, *this);
   auto y = at::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
-  return proj_->forward(y);
+  return dropout(proj_->forward(y), dropout_, *this);
 }
 
-BlockImpl::BlockImpl(const GptConfig& c) {
+BlockImpl::BlockImpl(const GptConfig& c) : dropout_(c.dropout) {
   ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   attn_ = register_module("attn", CausalSelfAttention(c));
   ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
@@ -55,11 +57,12 @@ BlockImpl::BlockImpl(const GptConfig& c) {
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
   auto h = x + attn_->forward(ln1_->forward(x));
-  return h + fc_proj_->forward(F::gelu(fc_->forward(ln2_->forward(h))));
+  return h + dropout(fc_proj_->forward(F::gelu(fc_->forward(ln2_->forward(h)))), dropout_, *this);
 }
 
 GptImpl::GptImpl(const GptConfig& c) : config_(c) {
   TORCH_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0, "bad GPT config");
+  TORCH_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, "dropout ", c.dropout, " is not in [0, 1)");
   wte_ = register_module("wte", torch::nn::Embedding(c.vocab_size, c.d_model));
   wpe_ = register_module("wpe", torch::nn::Embedding(c.context, c.d_model));
   blocks_ = torch::nn::Sequential();
@@ -76,7 +79,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
   TORCH_CHECK(T <= config_.context, "sequence of ", T, " tokens is longer than the context ",
               config_.context);
   auto positions = at::arange(T, tokens.options().dtype(at::kLong));
-  auto x = wte_->forward(tokens) + wpe_->forward(positions);
+  auto x = dropout(wte_->forward(tokens) + wpe_->forward(positions), config_.dropout, *this);
   for (auto& block : *blocks_) x = block.forward(x);       // one call per block (see blocks())
   return at::matmul(ln_f_->forward(x), wte_->weight.t());  // tied head
 }
@@ -92,6 +95,11 @@ torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& ta
   // small differences training follows).
   auto logits = forward(tokens).to(at::kFloat);
   return F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+torch::Tensor dropout(const torch::Tensor& x, double p, const torch::nn::Module& module) {
+  if (p == 0.0 || !module.is_training()) return x;
+  return F::dropout(x, F::DropoutFuncOptions().p(p).training(true));
 }
 
 int64_t count_parameters(torch::nn::Module& module) {

@@ -20,6 +20,7 @@ struct GptConfig {
   int64_t n_layer = 2;
   int64_t n_head = 4;
   int64_t d_model = 64;
+  double dropout = 0.0;  // GPT-2's places: embeddings, attention weights, both residual branches
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -29,6 +30,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t n_head_;
+  double dropout_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
 };
 TORCH_MODULE(CausalSelfAttention);
@@ -43,6 +45,7 @@ class BlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   CausalSelfAttention attn_{nullptr};
   torch::nn::Linear fc_{nullptr}, fc_proj_{nullptr};
+  double dropout_;
 };
 TORCH_MODULE(Block);
 
@@ -68,5 +71,8 @@ class GptImpl : public torch::nn::Module {
 TORCH_MODULE(Gpt);
 
 int64_t count_parameters(torch::nn::Module& module);  // shared tensors counted once
+
+// Dropout with probability p while `module` trains; the identity (no random draw) when p is 0.
+torch::Tensor dropout(const torch::Tensor& x, double p, const torch::nn::Module& module);
 
 }  // namespace gpt

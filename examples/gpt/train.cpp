@@ -19,19 +19,22 @@
 #endif
 
 #include <zero/engine/args.h>
+#include <zero/engine/checkpointed.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
 
 #include "data.h"
 #include "model.h"
+#include "sample.h"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
-    "                 [--n-layer L] [--n-head H] [--d-model D] [--context T]\n"
-    "                 [--device cpu|cuda] [--json_summary]\n"
+    "                 [--preset gpt2-small] [--n-layer L] [--n-head H] [--d-model D]\n"
+    "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
+    "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)";
 
 struct Options {
@@ -42,8 +45,21 @@ struct Options {
   bool json_summary = false;  // one final JSON line: loss, ms/step, peak memory
   std::string save_dir;       // checkpoints: resume from its latest, save every N and at the end
   int64_t save_every = 0;
+  bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
+  int64_t sample = 0;                   // characters rank 0 prints after training
+  double temperature = 0.8;             // of the sample; 0 = greedy
   gpt::GptConfig model;
 };
+
+// GPT-2 small's shape (124M with its 50k-token vocabulary; ~85M with characters).
+void apply_preset(const std::string& name, gpt::GptConfig& m) {
+  ZERO_CHECK(name == "gpt2-small", zero::UsageError, "--preset: unknown preset '", name,
+             "' (known: gpt2-small)");
+  m.n_layer = 12;
+  m.n_head = 12;
+  m.d_model = 768;
+  m.context = 256;
+}
 
 Options parse_options(const std::vector<std::string>& rest) {
   Options o;
@@ -51,10 +67,13 @@ Options parse_options(const std::vector<std::string>& rest) {
   o.model.n_head = 4;
   o.model.d_model = 128;
   o.model.context = 64;
+  // A preset sets the shape first, so that --context and friends override it in any order.
+  for (size_t i = 0; i + 1 < rest.size(); ++i)
+    if (rest[i] == "--preset") apply_preset(rest[i + 1], o.model);
   for (size_t i = 0; i < rest.size(); ++i) {
     const std::string& flag = rest[i];
-    if (flag == "--json_summary") {
-      o.json_summary = true;
+    if (flag == "--json_summary" || flag == "--checkpoint-activations") {
+      (flag == "--json_summary" ? o.json_summary : o.checkpoint_activations) = true;
       continue;
     }
     ZERO_CHECK(i + 1 < rest.size(), zero::UsageError, flag,
@@ -66,6 +85,13 @@ Options parse_options(const std::vector<std::string>& rest) {
       ZERO_CHECK(end && *end == '\0' && v >= 0, zero::UsageError, flag, ": '", value,
                  "' is not a count");
       return static_cast<int64_t>(v);
+    };
+    auto real = [&](double max) {
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      ZERO_CHECK(end && *end == '\0' && v >= 0 && v < max, zero::UsageError, flag, ": '", value,
+                 "' is not a number in [0, ", max, ")");
+      return v;
     };
     if (flag == "--data")
       o.data = value;
@@ -85,6 +111,14 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.model.d_model = number();
     else if (flag == "--context")
       o.model.context = number();
+    else if (flag == "--preset")
+      continue;  // applied above
+    else if (flag == "--dropout")
+      o.model.dropout = real(1.0);
+    else if (flag == "--sample")
+      o.sample = number();
+    else if (flag == "--temperature")
+      o.temperature = real(100.0);
     else if (flag == "--device") {
       ZERO_CHECK(value == "cpu" || value == "cuda", zero::UsageError,
                  "--device: expected cpu or cuda, got '", value, "'");
@@ -156,8 +190,12 @@ int train(int argc, char** argv) {
   // The engine picks NCCL when the parameters are on CUDA, so they must be there first.
   if (o.cuda) model->to(device);
   // ZeRO stage 3 shards block by block; at stages 0-2 the wrapper is a pass-through.
-  model->wrap_blocks(
-      [](torch::nn::AnyModule block) { return torch::nn::AnyModule(zero::Sharded(block)); });
+  // Checkpointing inside the stage 3 wrapper: the recompute runs while backward has the block
+  // gathered anyway.
+  model->wrap_blocks([&o](torch::nn::AnyModule block) {
+    if (o.checkpoint_activations) block = torch::nn::AnyModule(zero::Checkpointed(block));
+    return torch::nn::AnyModule(zero::Sharded(block));
+  });
   zero::Engine engine = zero::initialize(model.ptr(), args.config_path);
 
   const zero::Config& config = engine.config();
@@ -252,6 +290,16 @@ int train(int argc, char** argv) {
   if (first_step < steps) save(steps);
   if (rank == 0)
     std::cout << "gpt_train: done, " << engine.global_steps() << " optimizer steps" << std::endl;
+  if (o.sample > 0) {
+    // Every rank generates (stage 3 gathers in each forward); all draw the same characters.
+    const std::string text_start = text.substr(0, std::min<size_t>(32, o.model.context / 2 + 1));
+    const std::vector<int64_t> prompt = tokenizer.encode(text_start);
+    const std::vector<int64_t> out = gpt::generate(model, prompt, o.sample, o.temperature, o.seed);
+    if (rank == 0)
+      std::cout << "gpt_train: sample (temperature " << o.temperature << ", seed " << o.seed
+                << "):\n"
+                << tokenizer.decode(out) << std::endl;
+  }
   if (o.json_summary && rank == 0) {
     if (o.cuda) torch::cuda::synchronize(device.index());
     // Mean wall time of the steps after the first (which records stage 3's order, warms up).

@@ -173,6 +173,48 @@ TEST_CASE("a known section nested in the wrong place is an error") {
   CHECK(mentions(find(d, "optimizer.zero_optimization"), "belongs at the top level"));
 }
 
+TEST_CASE("activation_checkpointing: DeepSpeed's keys, typed; settings without effect warn") {
+  auto parsed = parse(std::string("{") + kBatch +
+                      R"(, "activation_checkpointing": {"cpu_checkpointing": true, "profile": true,
+      "synchronize_checkpoint_boundary": true, "partition_activations": false}})");
+  CHECK(parsed.warnings.empty());
+  const zero::ActivationCheckpointingConfig& a = parsed.config.activation_checkpointing;
+  CHECK(a.cpu_checkpointing);
+  CHECK(a.profile);
+  CHECK(a.synchronize_checkpoint_boundary);
+  CHECK(a.number_checkpoints == 0);
+  CHECK(nlohmann::json::parse(zero::to_json_string(
+            parsed.config))["activation_checkpointing"]["cpu_checkpointing"] == true);
+
+  // DeepSpeed's GPT-2 example: partitioning has nothing to split without model parallelism.
+  auto gpt2 = parse(std::string("{") + kBatch +
+                    R"(, "activation_checkpointing": {"partition_activations": true,
+      "contiguous_memory_optimization": true, "number_checkpoints": 12}})");
+  CHECK(
+      mentions(find(gpt2.warnings, "activation_checkpointing.partition_activations"), "no effect"));
+  CHECK(mentions(find(gpt2.warnings, "activation_checkpointing.contiguous_memory_optimization"),
+                 "ignored"));
+  CHECK(gpt2.config.activation_checkpointing.number_checkpoints == 12);
+  CHECK(mentions(find(parse(std::string("{") + kBatch +
+                            R"(, "activation_checkpointing": {"number_checkpoints": 4}})")
+                          .warnings,
+                      "activation_checkpointing.number_checkpoints"),
+                 "no effect"));
+
+  CHECK(mentions(find(errors_of(std::string("{") + kBatch +
+                                R"(, "activation_checkpointing": {"cpu_checkpoint": true}})"),
+                      "activation_checkpointing.cpu_checkpoint"),
+                 "cpu_checkpointing"));
+  CHECK(mentions(
+      find(errors_of(std::string("{") + kBatch +
+                     R"(, "activation_checkpointing": {"contiguous_memory_optimization": true}})"),
+           "activation_checkpointing.contiguous_memory_optimization"),
+      "partition_activations"));
+  find(errors_of(std::string("{") + kBatch +
+                 R"(, "activation_checkpointing": {"number_checkpoints": 0}})"),
+       "activation_checkpointing.number_checkpoints");
+}
+
 TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged, errors when not") {
   auto parsed = parse(std::string("{") + kBatch +
                       R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": false},

@@ -213,6 +213,17 @@ struct DataTypesConfig {
   std::string grad_accum_dtype;  // "" = same as the parameters; else "fp32" | "fp16" | "bf16"
 };
 
+// DeepSpeed's activation_checkpointing: settings for the checkpoints the model makes
+// (zero::Checkpointed, zero::checkpoint); the section turns nothing on by itself.
+struct ActivationCheckpointingConfig {
+  bool partition_activations = false;  // model parallelism only: no effect in pure data parallel
+  bool contiguous_memory_optimization = false;   // needs partition_activations; not implemented
+  bool cpu_checkpointing = false;                // saved inputs in (pinned) host memory
+  int64_t number_checkpoints = 0;                // 0 = not given (DeepSpeed's None)
+  bool synchronize_checkpoint_boundary = false;  // device synchronize around each checkpoint
+  bool profile = false;                          // time the checkpointed forwards and recomputes
+};
+
 struct Config {
   int world_size = 1;                          // the world size the batch sizes were resolved for
   int64_t train_batch_size = 0;                // resolved: micro * accumulation * world_size
@@ -241,6 +252,7 @@ struct Config {
   CommsLoggerConfig comms_logger;
   AioConfig aio;
   DataTypesConfig data_types;
+  ActivationCheckpointingConfig activation_checkpointing;
 
   // "fp16", "bf16" or "fp32": the compute precision the config selects.
   std::string precision() const;

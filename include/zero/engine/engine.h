@@ -4,6 +4,7 @@
 
 #include <zero/comm/communicator.h>
 #include <zero/config/config.h>
+#include <zero/engine/activation_checkpointing.h>
 #include <zero/error.h>
 
 #include <ATen/core/Tensor.h>
@@ -44,9 +45,15 @@ struct MemoryReport {
   int64_t host_parameters_bytes = 0;  // stage 3 parameter shards kept in host memory
   int64_t host_master_params_bytes = 0;
   int64_t host_optimizer_states_bytes = 0;
-  int64_t host_gradients_bytes = 0;     // fp32 copies of the gradient shard
-  int64_t host_buffers_bytes = 0;       // staging and swap pipeline buffers
-  int64_t nvme_bytes = 0;               // swap files: masters and moments, parameter shards
+  int64_t host_gradients_bytes = 0;  // fp32 copies of the gradient shard
+  int64_t host_buffers_bytes = 0;    // staging and swap pipeline buffers
+  int64_t nvme_bytes = 0;            // swap files: masters and moments, parameter shards
+  // Activation checkpoints (zero::Checkpointed): the inputs they hold now and at most so far,
+  // where the model computes and (cpu_checkpointing on a GPU) in host memory.
+  int64_t activation_checkpoint_bytes = 0;
+  int64_t peak_activation_checkpoint_bytes = 0;
+  int64_t host_activation_checkpoint_bytes = 0;
+  int64_t peak_host_activation_checkpoint_bytes = 0;
   int64_t model_states_bytes() const {  // on the device
     return parameters_bytes + gradients_bytes + master_params_bytes + optimizer_states_bytes;
   }
@@ -106,6 +113,9 @@ class Engine {
   int stage() const;
   const Config& config() const;
   MemoryReport memory_report() const;
+  // The settings (the ds_config's activation_checkpointing) and counters that the model's
+  // zero::Checkpointed blocks use; pass it to zero::checkpoint(fn, x, context) for functions.
+  std::shared_ptr<ActivationCheckpointing> activation_checkpointing() const;
   // Writes the program's own scalar (its loss, tokens/s, ...) to the enabled csv_monitor /
   // tensorboard as event `name` (e.g. "Train/Samples/my_loss"), at x = the samples trained so
   // far, or at `samples`. Any rank may call it; rank 0's values are written (DeepSpeed's rule).
