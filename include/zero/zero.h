@@ -12,6 +12,7 @@
 #include <zero/core/layout.h>
 #include <zero/core/stage.h>
 #include <zero/engine/args.h>
+#include <zero/engine/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
 #include <zero/engine/lr_schedule.h>
