@@ -57,12 +57,8 @@ int main() {
   const int steps = env_int("STEPS", 30), rounds = env_int("ROUNDS", 3), warmup = 3;
   const std::string text = gpt::read_text_file(ZERO_GPT_DATA);
   const gpt::CharTokenizer tokenizer(text);
-  gpt::GptConfig model_config;  // gpt_train's default model
-  model_config.vocab_size = tokenizer.vocab_size();
-  model_config.n_layer = 3;
-  model_config.d_model = 128;
-  model_config.n_head = 4;
-  model_config.context = 64;
+  // gpt_train's default model: vocabulary, context 64, 3 layers, 4 heads, d_model 128.
+  const gpt::GptConfig model_config{tokenizer.vocab_size(), 64, 3, 4, 128};
   const gpt::TextDataset data(tokenizer.encode(text), model_config.context, 1234);
   auto comm = zero::world_communicator();
   const int rank = comm->rank(), world = comm->world_size();
