@@ -16,6 +16,8 @@ class KvStore {
   virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
   // Blocks until the key exists (bounded by the store's own timeout).
   virtual std::vector<uint8_t> get(const std::string& key) = 0;
+  // Atomically adds `delta` to the counter under `key` (0 when absent); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // Non-blocking: true when every key exists.
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // Blocks until every key exists; throws TimeoutError (without context) after `timeout`.

@@ -4,6 +4,7 @@
 #include <zero/error.h>
 
 #include "gloo_communicator.h"
+#include "job_token.h"
 #include "kv_store.h"
 #if defined(ZERO_HAS_NCCL)
 #include "nccl_communicator.h"
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <iostream>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -50,6 +52,7 @@ class TcpKvStore final : public KvStore {
     store_->set(key, value);
   }
   std::vector<uint8_t> get(const std::string& key) override { return store_->get(key); }
+  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
   bool check(const std::vector<std::string>& keys) override { return store_->check(keys); }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     try {
@@ -77,6 +80,15 @@ class MemoryKvStore final : public KvStore {
     wait({key}, std::chrono::minutes(10));
     std::lock_guard<std::mutex> lock(mutex_);
     return map_.at(key);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<uint8_t>& v = map_[key];
+    const int64_t value = (v.empty() ? 0 : std::stoll(std::string(v.begin(), v.end()))) + delta;
+    const std::string text = std::to_string(value);
+    v.assign(text.begin(), text.end());
+    cv_.notify_all();
+    return value;
   }
   bool check(const std::vector<std::string>& keys) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -175,12 +187,11 @@ std::shared_ptr<KvStore> make_memory_store() {
 
 }  // namespace detail
 
-std::shared_ptr<Communicator> init_communicator(const RankEnv& env, const CommOptions& options) {
-  ZERO_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, UsageError,
-             "init_communicator: rank ", env.rank, " outside world size ", env.world_size);
-  ZERO_CHECK(options.timeout.count() > 0, UsageError,
-             "init_communicator: timeout must be positive");
-  std::shared_ptr<detail::KvStore> store = detail::connect_store(env, options.timeout);
+namespace {
+
+// The world communicator of `options.backend` over the job's store.
+std::shared_ptr<Communicator> make_world(const RankEnv& env, const CommOptions& options,
+                                         std::shared_ptr<detail::KvStore> store) {
   if (options.backend == Backend::kNccl) {
 #if defined(ZERO_HAS_NCCL)
     const int device = options.device_index >= 0 ? options.device_index : env.local_rank;
@@ -199,6 +210,32 @@ std::shared_ptr<Communicator> init_communicator(const RankEnv& env, const CommOp
   spec.size = env.world_size;
   spec.timeout = options.timeout;
   return std::make_shared<detail::GlooCommunicator>(std::move(spec));
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> init_communicator(const RankEnv& env, const CommOptions& options) {
+  ZERO_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, UsageError,
+             "init_communicator: rank ", env.rank, " outside world size ", env.world_size);
+  ZERO_CHECK(options.timeout.count() > 0, UsageError,
+             "init_communicator: timeout must be positive");
+  const std::shared_ptr<detail::KvStore> raw = detail::connect_store(env, options.timeout);
+  std::shared_ptr<detail::KvStore> store =
+      env.world_size == 1 ? raw : detail::join_job(raw, env, options.timeout);
+  try {
+    auto world = make_world(env, options, std::move(store));
+    if (env.rank == 0 && env.world_size > 1) {
+      const std::string refused = detail::refused_peers(*raw);
+      if (!refused.empty())
+        std::cerr << "[rank 0] warning: the rendezvous at " << env.master_addr << ":"
+                  << env.master_port << " " << refused << "\n";
+    }
+    return world;
+  } catch (const TimeoutError& e) {
+    const std::string refused = env.rank == 0 ? detail::refused_peers(*raw) : "";
+    if (refused.empty()) throw;
+    throw TimeoutError(detail::str(e.what(), "; meanwhile the rendezvous ", refused));
+  }
 }
 
 namespace {

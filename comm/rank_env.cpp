@@ -150,6 +150,12 @@ RankEnv detect_rank_env(const GetEnv& env) {
   const char* addr = env("MASTER_ADDR");
   if (addr && *addr) e.master_addr = addr;
   e.master_port = int_or(env, "MASTER_PORT", 29500, 1);
+  if (const char* token = env("ZERO_JOB_TOKEN"); token && *token) {
+    e.job_token = token;
+    ZERO_CHECK(e.job_token.size() >= 16, ConfigError, "ZERO_JOB_TOKEN has ", e.job_token.size(),
+               " characters; use at least 16 random ones, e.g. $(od -An -N16 -tx1 /dev/urandom | "
+               "tr -d ' \\n')");
+  }
 
   if (has("RANK") && has("WORLD_SIZE")) {
     e.source = LaunchSource::kEnv;

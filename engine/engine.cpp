@@ -3,6 +3,7 @@
 // backward / step with DeepSpeed's accumulation, clipping and scheduling semantics.
 #include "engine_impl.h"
 #include "optimizer_setup.h"
+#include "world_setup.h"
 
 #include <zero/comm/process_group.h>
 #include <zero/core/loss_scaler.h>
@@ -136,28 +137,6 @@ StageOptions stage_options(const Config& c) {
   return s;
 }
 
-// All ranks must build the same layout: compare a hash of it before any sized collective.
-void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device device) {
-  const int world = comm.world_size();
-  if (world == 1) return;
-  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
-  at::Tensor mine = at::full({1}, static_cast<int64_t>(layout.hash()), opts);
-  at::Tensor all = at::empty({world}, opts);
-  comm.all_gather(mine, all)->wait();
-  all = all.cpu();
-  std::vector<int> differ;
-  for (int r = 0; r < world; ++r)
-    if (all[r].item<int64_t>() != all[0].item<int64_t>()) differ.push_back(r);
-  if (differ.empty()) return;
-  std::ostringstream ranks;
-  for (int r : differ) ranks << (ranks.tellp() > 0 ? ", " : "") << r;
-  throw UsageError(detail::str(
-      "initialize: the model or ZeRO config differs across ranks: the parameter layout of rank(s) ",
-      ranks.str(), " differs from rank 0's (rank ", comm.rank(), ": ", layout.params().size(),
-      " parameters, ", layout.total_padded_numel(),
-      " elements); every rank must build the same model"));
-}
-
 // Blocks built under zero::Init bring this rank's shard of each of their sharded layout groups:
 // per layout group, the shard (undefined for groups of blocks built whole).
 std::vector<at::Tensor> take_init_shards(const std::vector<ShardedImpl*>& wrappers,
@@ -231,21 +210,10 @@ std::shared_ptr<Communicator> world_communicator(Backend backend) {
   return world;
 }
 
-namespace {
-
-// NCCL for a model on CUDA (on the parameters' device), Gloo otherwise.
-std::shared_ptr<Communicator> communicator_for(const torch::nn::Module& model) {
-  for (const auto& p : model.parameters(/*recurse=*/true))
-    if (p.is_cuda()) return world_communicator(Backend::kNccl);
-  return world_communicator(Backend::kGloo);
-}
-
-}  // namespace
-
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
                   const std::map<std::string, std::string>& overrides) {
   ZERO_CHECK(model, UsageError, "initialize: no model");
-  auto comm = communicator_for(*model);
+  auto comm = detail::communicator_for(*model);
   ConfigOptions options;
   options.world_size = comm->world_size();
   options.overrides = overrides;
@@ -254,7 +222,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& c
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config) {
   ZERO_CHECK(model, UsageError, "initialize: no model");
-  auto comm = communicator_for(*model);
+  auto comm = detail::communicator_for(*model);
   return initialize(std::move(model), config, std::move(comm));
 }
 
@@ -345,7 +313,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   lopts.align_bytes = sopts.align_bytes;
   lopts.bucket_numel = sopts.reduce_bucket_numel;
   FlatLayout layout = FlatLayout::build(specs, lopts);
-  check_same_layout(*comm, layout, ordered[0].second.device());
+  detail::check_same_layout(*comm, layout, ordered[0].second.device(), "initialize");
 
   std::vector<at::Tensor> param_shards = take_init_shards(impl->wrappers, layout, stage);
   const detail::SwapFolders swap_folders =

@@ -111,6 +111,17 @@ std::vector<std::string> rank_argv(const Options& options, int local_rank) {
   return argv;
 }
 
+std::string new_job_token() {
+  unsigned char bytes[16];
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  ZERO_CHECK(in.read(reinterpret_cast<char*>(bytes), sizeof(bytes)), InternalError,
+             "zerorun: cannot read /dev/urandom for the job token");
+  static const char* kHex = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) token += std::string{kHex[b >> 4], kHex[b & 15]};
+  return token;
+}
+
 std::vector<std::string> to_envp(const EnvMap& env) {
   std::vector<std::string> out;
   out.reserve(env.size());

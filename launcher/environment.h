@@ -16,6 +16,11 @@ using EnvMap = std::map<std::string, std::string>;
 // Variables whose name starts with one of these are forwarded to every node.
 inline const std::vector<std::string> kExportPrefixes = {"NCCL_", "ZERO_", "UCX_"};
 inline constexpr const char* kEnvFileName = ".deepspeed_env";
+// The job secret every rank gets; the rendezvous refuses processes without the same value.
+inline constexpr const char* kJobTokenVar = "ZERO_JOB_TOKEN";
+
+// 32 hex digits from /dev/urandom.
+std::string new_job_token();
 
 EnvMap current_environment();  // a copy of environ
 

@@ -14,6 +14,7 @@
 
 #include <zero/error.h>
 
+#include "check_build.h"
 #include "environment.h"
 #include "options.h"
 #include "remote.h"
@@ -122,7 +123,17 @@ int run(const Options& given) {
   const Resources resources = select_resources(o, hostfile, local, &notes);
   for (const std::string& n : notes) std::cerr << "zerorun: " << n << "\n";
 
-  const EnvMap env = current_environment();
+  EnvMap env = current_environment();
+  // A zerorun that starts the whole job makes its secret; per-node invocations must share one.
+  if (env[kJobTokenVar].empty()) {
+    env.erase(kJobTokenVar);
+    if (o.world_info.empty() && o.node_rank < 0)
+      env[kJobTokenVar] = new_job_token();
+    else if (o.world_info.empty())
+      std::cerr << "zerorun: note: no " << kJobTokenVar
+                << " in the environment: this node's ranks run without a job secret; export the "
+                   "same token to every node's zerorun to have the rendezvous check it\n";
+  }
   const std::string cwd = current_dir();
   const char* home = std::getenv("HOME");
   const EnvMap exports = collect_exports(env, home ? home : "", cwd);
@@ -221,6 +232,11 @@ int main(int argc, char** argv) {
     Options o = parse_options(std::vector<std::string>(argv + 1, argv + argc));
     if (o.help) {
       std::cout << usage_text();
+      return 0;
+    }
+    if (o.check_build) {
+      const char* path = std::getenv("PATH");
+      std::cout << check_build_text(path ? path : "");
       return 0;
     }
     return run(o);

@@ -84,6 +84,9 @@ const std::vector<Flag>& flags() {
        false,
        [](Options& o, const std::string&) { o.exit_on_stdin_eof = true; }},
       {{"-h", "--help"}, false, [](Options& o, const std::string&) { o.help = true; }},
+      {{"--check-build", "--check_build", "-cb"},
+       false,
+       [](Options& o, const std::string&) { o.check_build = true; }},
   };
   return all;
 }
@@ -118,7 +121,7 @@ Options parse_options(const std::vector<std::string>& args) {
                " takes no value");
     flag->apply(o, value);
   }
-  if (o.help) return o;
+  if (o.help || o.check_build) return o;
   ZERO_CHECK(i < args.size(), UsageError, "zerorun: missing PROGRAM (see zerorun --help)");
   o.program = args[i];
   o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
@@ -173,6 +176,7 @@ Starts one process per rank (like DeepSpeed's `deepspeed` launcher) and supervis
   --enable_each_rank_log D  write each rank's output to D/rank_N.log instead of the terminal
   --save_pid                write /tmp/<pid>.zerorun holding zerorun's pid while it runs
   --grace_period S          seconds between SIGTERM and SIGKILL when tearing down (default 5)
+  --check-build             list the frameworks, controllers and backends of this build
 
 Each rank gets RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT (and
 CUDA_VISIBLE_DEVICES on GPU nodes). When a rank fails, the others are stopped and zerorun exits

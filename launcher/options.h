@@ -31,6 +31,7 @@ struct Options {
   std::string world_info;
   bool exit_on_stdin_eof = false;
   bool help = false;
+  bool check_build = false;  // --check-build: print what this build has, run nothing
 
   std::string program;
   std::vector<std::string> program_args;

@@ -110,7 +110,8 @@ std::vector<std::string> srun_command(const Options& o, const Resources& resourc
   }
   append(&argv, split_shell_words(o.launcher_args));
   std::string export_arg = "--export=ALL";
-  for (auto& [k, v] : exports_with_master(o, exports)) export_arg += "," + k + "=" + v;
+  for (auto& [k, v] : exports_with_master(o, exports))
+    if (k != kJobTokenVar) export_arg += "," + k + "=" + v;  // ALL carries it, out of ps's sight
   argv.push_back(export_arg);
   argv.push_back(o.program);
   append(&argv, o.program_args);
@@ -126,7 +127,8 @@ std::vector<std::string> mpirun_command(const Options& o, const Resources& resou
   std::vector<std::string> argv = {"mpirun", "-n", std::to_string(total_slots(resources)), "--host",
                                    join(hosts, ",")};
   append(&argv, split_shell_words(o.launcher_args));
-  for (auto& [k, v] : exports_with_master(o, exports)) append(&argv, {"-x", k + "=" + v});
+  for (auto& [k, v] : exports_with_master(o, exports))  // -x NAME: the value stays out of ps
+    append(&argv, {"-x", k == kJobTokenVar ? k : k + "=" + v});
   argv.push_back(o.program);
   append(&argv, o.program_args);
   return argv;

@@ -13,6 +13,8 @@ packages=(
   python3-torch  # tests: Python's own reader of our exports
   libprotobuf-dev protobuf-compiler  # the tensorboard monitor's Event/Summary messages
   python3-protobuf python3-pil librsvg2-bin  # tests: read TensorBoard files, render `zero plot`
+  slurm-wlm  # tests/slurm: a real one-host Slurm cluster (slurmctld + slurmd)
+  python3-yaml  # tests/k8s: reads the Kubernetes manifests
 )
 
 missing=()

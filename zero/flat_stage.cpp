@@ -197,7 +197,46 @@ void FlatStage::start_backward(bool boundary) {
   }
 }
 
+void FlatStage::set_implicit_passes(int passes_per_step) {
+  ZERO_CHECK(passes_per_step >= 0, UsageError, "backward_passes_per_step must be >= 1, got ",
+             passes_per_step);
+  ZERO_CHECK(!in_backward_, UsageError, "set_implicit_passes during a backward pass");
+  implicit_passes_ = passes_per_step;
+  implicit_begun_ = 0;
+  arrived_.assign(params_.size(), 0);
+}
+
+void FlatStage::begin_implicit_pass(int param) {
+  if (in_backward_ && !arrived_[param]) return;  // the same pass goes on
+  if (in_backward_) {  // a parameter's second gradient: the previous pass has ended
+    ZERO_CHECK(!boundary_backward_, UsageError, "backward ran more than backward_passes_per_step (",
+               implicit_passes_,
+               ") times before step(); call step() (or synchronize()) after every ",
+               implicit_passes_, " backward passes");
+    finish_backward();
+  }
+  if (implicit_begun_ == 0) {
+    // The first pass after a step: a gradient someone set to none is zero, not the old buffer.
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      if (!groups_[gi].grad_is_view) continue;
+      for (int pi : layout_.groups()[gi].params) {
+        const at::Tensor& grad = params_[pi].grad();
+        const BufferRange r = layout_.slots()[pi].buffer;
+        at::Tensor view = groups_[gi].flat_grad.narrow(0, r.begin, r.numel());
+        if (!grad.defined() || grad.data_ptr() != view.data_ptr()) view.zero_();
+      }
+    }
+  }
+  ++implicit_begun_;
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  start_backward(implicit_begun_ == implicit_passes_);
+}
+
 void FlatStage::on_grad(int param) {
+  if (implicit_passes_ > 0) {
+    begin_implicit_pass(param);
+    arrived_[param] = 1;
+  }
   const ParamSlot& ps = layout_.slots()[param];
   at::Tensor& grad = params_[param].mutable_grad();
   ZERO_ASSERT(grad.defined(), "hook without gradient for ", layout_.params()[param].name);
@@ -377,6 +416,7 @@ void FlatStage::finish_backward() {
       for (const ShardRange& r : unbucketed_[g])
         grad_ready_(static_cast<int>(g), r.begin, r.numel());
   in_backward_ = false;
+  if (boundary_backward_) implicit_begun_ = 0;
 }
 
 void FlatStage::zero_grad() {

@@ -50,6 +50,8 @@ class FlatStage : public Stage {
   void zero_grad() override;  // nothing to do when no backward ran since the last one
   StageMemory memory() const override;
   void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
+  void set_implicit_passes(int passes_per_step) override;
+  int implicit_passes_begun() const override { return implicit_begun_; }
 
  protected:
   // Allocates the buffers, broadcasts rank 0's values, makes the parameters views and
@@ -98,7 +100,8 @@ class FlatStage : public Stage {
   };
 
   void on_grad(int param);
-  Slot new_slot() const;                                // staging + recv in the communication dtype
+  void begin_implicit_pass(int param);  // implicit mode: a new pass starts with this gradient
+  Slot new_slot() const;                // staging + recv in the communication dtype
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
   // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
   int acquire_slot(int bucket, bool use_staging = true);
@@ -126,6 +129,9 @@ class FlatStage : public Stage {
   std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
   bool grads_zero_ = true;  // no backward since the gradient buffers were made or zeroed
   int64_t recv_numel_ = 0;
+  int implicit_passes_ = 0;       // set_implicit_passes; 0: the caller starts passes
+  int implicit_begun_ = 0;        // passes begun since the last boundary finished
+  std::vector<uint8_t> arrived_;  // implicit mode: parameters seen in this pass
 };
 
 }  // namespace zero::detail

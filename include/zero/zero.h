@@ -14,6 +14,7 @@
 #include <zero/engine/activation_checkpointing.h>
 #include <zero/engine/args.h>
 #include <zero/engine/checkpointed.h>
+#include <zero/engine/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
 #include <zero/engine/lr_schedule.h>

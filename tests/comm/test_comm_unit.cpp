@@ -5,6 +5,7 @@
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
+#include "job_token.h"
 #include "reduce_kernels.h"
 
 #include <ATen/ATen.h>
@@ -125,6 +126,28 @@ TEST_CASE("ZERO_TIMEOUT overrides the 10 minute default") {
   setenv("ZERO_TIMEOUT", "-1", 1);
   CHECK_THROWS_AS(default_timeout(), ConfigError);
   unsetenv("ZERO_TIMEOUT");
+}
+
+TEST_CASE("job token: read in every launch mode, at least 16 characters, tagged by SHA-256") {
+  CHECK(detect({}).job_token.empty());
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  CHECK(
+      detect({{"ZERO_JOB_TOKEN", token}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}).job_token ==
+      token);
+  CHECK(detect({{"ZERO_JOB_TOKEN", token}, {"RANK", "0"}, {"WORLD_SIZE", "2"}}).job_token == token);
+  CHECK_THROWS_AS(detect({{"ZERO_JOB_TOKEN", "short"}}), ConfigError);
+  // FIPS 180-2 test vectors.
+  CHECK(zero::detail::sha256_hex("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(zero::detail::sha256_hex("") ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(zero::detail::sha256_hex(std::string(1000, 'a')) ==
+        "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  CHECK(zero::detail::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(zero::detail::job_tag("") == "none");
+  CHECK(zero::detail::job_tag(token).size() == 16);
+  CHECK(zero::detail::job_tag(token) != zero::detail::job_tag(token + "0"));
 }
 
 TEST_CASE("reduction kernels round like LibTorch's scalar types") {

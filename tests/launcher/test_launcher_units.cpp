@@ -4,11 +4,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include <zero/error.h>
 
+#include "check_build.h"
 #include "environment.h"
 #include "options.h"
 #include "remote.h"
@@ -289,4 +291,22 @@ TEST_CASE("remote: srun and mpirun command lines", "[remote]") {
                                  "-x", "MASTER_ADDR=n1", "-x", "MASTER_PORT=29500", "-x",
                                  "NCCL_DEBUG=WARN", "./train"});
   CHECK_THROWS_WITH(mpirun_command(o, {{"n1", {1, 3}}}, ex), Catch::Contains("cannot pick slots"));
+}
+
+TEST_CASE("job token: fresh per job, never on srun's or mpirun's command line", "[remote]") {
+  const std::string a = new_job_token(), b = new_job_token();
+  CHECK(a.size() == 32);
+  CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(a != b);
+  const EnvMap ex = {{"NCCL_DEBUG", "WARN"}, {kJobTokenVar, a}};
+  Options o = parse_options({"--launcher", "slurm", "./train"});
+  for (const std::string& word : srun_command(o, {{"localhost", {0}}}, false, ex))
+    CHECK(word.find(a) == std::string::npos);
+  o = parse_options({"--launcher", "openmpi", "./train"});
+  const std::vector<std::string> mpirun = mpirun_command(o, {{"n1", {0}}}, ex);
+  for (const std::string& word : mpirun) CHECK(word.find(a) == std::string::npos);
+  CHECK(std::find(mpirun.begin(), mpirun.end(), "ZERO_JOB_TOKEN") != mpirun.end());
+  CHECK(parse_options({"--check-build"}).check_build);
+  CHECK(check_build_text("/nonexistent").find("[ ] Slurm (not on PATH: srun, sbatch)") !=
+        std::string::npos);
 }

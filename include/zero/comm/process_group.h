@@ -20,13 +20,17 @@ struct RankEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   LaunchSource source = LaunchSource::kSingle;
+  // ZERO_JOB_TOKEN (any launch mode): the job's secret; empty: a job without one. Ranks whose
+  // tokens differ refuse each other at the rendezvous.
+  std::string job_token;
 };
 
 // Precedence: env:// (RANK and WORLD_SIZE set; LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT optional), else OpenMPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE), else
 // Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_TASKS_PER_NODE; master is the first
 // host of SLURM_JOB_NODELIST / SLURM_NODELIST), else a single process. MASTER_ADDR /
-// MASTER_PORT override the defaults (127.0.0.1 / 29500) in every mode. Throws ConfigError on
+// MASTER_PORT override the defaults (127.0.0.1 / 29500) and ZERO_JOB_TOKEN gives the job's secret
+// (at least 16 characters) in every mode. Throws ConfigError on
 // malformed or inconsistent values (e.g. RANK >= WORLD_SIZE, multi-node OpenMPI without
 // MASTER_ADDR).
 RankEnv detect_rank_env();

@@ -117,6 +117,14 @@ class Stage {
   // Offload: the optimizer copies each reduced part of the gradient shard to the host as soon
   // as it is final, overlapping the copies with the rest of backward.
   virtual void set_grad_ready(GradReadyFn fn) {}
+  // For callers that run autograd without start_backward() before it (zero::DistributedOptimizer):
+  // a gradient arriving outside a pass begins one, a parameter's second gradient begins the next,
+  // and every `passes_per_step`-th pass is the boundary whose buckets are reduced as they fill;
+  // the caller still ends it with finish_backward(). A gradient left undefined (set to none)
+  // counts as zero. 0 (the default): off.
+  virtual void set_implicit_passes(int passes_per_step) {}
+  // Implicit mode: the passes begun since the last boundary pass was finished.
+  virtual int implicit_passes_begun() const { return 0; }
 
   // Stage 3 unit protocol (no-ops in stages 0-2), called by the Sharded wrapper.
   virtual void pre_forward(int unit) {}
