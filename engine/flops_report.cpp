@@ -42,7 +42,7 @@ std::string flops_per_s(double flops, double ms) {
 
 void row(std::string& out, const std::string& label, const std::string& value) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-62s%s\n", (label + ":").c_str(), value.c_str());
+  std::snprintf(buf, sizeof buf, "%-68s%s\n", (label + ":").c_str(), value.c_str());
   out += buf;
 }
 
