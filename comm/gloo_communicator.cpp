@@ -4,6 +4,7 @@
 
 #include "reduce_kernels.h"
 
+#include <zero/comm/comms_log.h>
 #include <zero/error.h>
 
 #include <gloo/allgather.h>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -110,6 +112,8 @@ struct GlooCommunicator::Task {
   int64_t bytes = 0;
   std::vector<at::Tensor> tensors;  // kept alive until the collective finished
   Body body;
+  std::shared_ptr<CommsLog> log;  // comms_logger: where the latency goes, when set
+  const char* caller = "";
   std::shared_ptr<class GlooWork> work;
 };
 
@@ -192,6 +196,10 @@ WorkHandle GlooCommunicator::issue(const char* op, int64_t bytes, std::vector<at
   task->bytes = bytes;
   task->tensors = std::move(tensors);
   task->body = std::move(body);
+  if (auto log = comms_log(); log && log->wants(op)) {
+    task->log = std::move(log);
+    task->caller = CommsLog::caller();
+  }
   auto work = std::make_shared<GlooWork>();
   task->work = work;
   {
@@ -232,8 +240,15 @@ void GlooCommunicator::run(Task& task) {
     report_cv_.notify_one();
   }
   std::exception_ptr error;
+  const auto start = std::chrono::steady_clock::now();
   try {
     task.body(static_cast<uint32_t>(task.seq));
+    if (task.log)
+      task.log->record(
+          task.op, task.bytes, spec_.size,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count(),
+          task.caller);
   } catch (const Error&) {
     error = std::current_exception();
   } catch (const std::exception& e) {
@@ -450,7 +465,9 @@ std::shared_ptr<Communicator> GlooCommunicator::new_group(const std::vector<int>
   spec.name = spec_.name + "/g" + std::to_string(index);
   spec.rank = static_cast<int>(it - ranks.begin());
   spec.size = static_cast<int>(ranks.size());
-  return std::make_shared<GlooCommunicator>(std::move(spec));
+  auto group = std::make_shared<GlooCommunicator>(std::move(spec));
+  group->set_comms_log(comms_log());
+  return group;
 }
 
 }  // namespace zero::detail

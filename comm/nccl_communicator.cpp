@@ -2,6 +2,7 @@
 // caller's current stream with events; a watchdog aborts collectives that exceed the timeout.
 #include "nccl_communicator.h"
 
+#include <zero/comm/comms_log.h>
 #include <zero/error.h>
 
 #include <cuda_runtime.h>
@@ -136,7 +137,19 @@ class NcclWork final : public Work {
         start_(std::chrono::steady_clock::now()) {}
   ~NcclWork() override {
     if (done_) cudaEventDestroy(done_);
+    if (timing_.begin) cudaEventDestroy(timing_.begin);
   }
+  // comms_logger: `begin` (a timing event recorded on the stream before the collective) and
+  // `done` time it; the latency is recorded when poll() first sees it finished.
+  struct Timing {
+    std::shared_ptr<CommsLog> log;
+    cudaEvent_t begin = nullptr;
+    const char* op = "";
+    int64_t bytes = 0;
+    int world = 1;
+    const char* caller = "";
+  };
+  void set_timing(Timing timing) { timing_ = std::move(timing); }
   // Orders the caller's current stream after the collective; blocks the host only to surface
   // errors.
   void wait() override {
@@ -158,6 +171,9 @@ class NcclWork final : public Work {
     if (q == cudaSuccess) {
       finished_ = true;
       tensors_.clear();
+      float ms = 0;
+      if (timing_.log && cudaEventElapsedTime(&ms, timing_.begin, done_) == cudaSuccess)
+        timing_.log->record(timing_.op, timing_.bytes, timing_.world, ms, timing_.caller);
       return true;
     }
     ncclResult_t async = ncclSuccess;
@@ -189,6 +205,7 @@ class NcclWork final : public Work {
   cudaEvent_t done_;
   std::vector<at::Tensor> tensors_;
   std::chrono::steady_clock::time_point start_;
+  Timing timing_;
   std::mutex mutex_;
   bool finished_ = false;
   std::exception_ptr error_;
@@ -327,7 +344,9 @@ class NcclCommunicator final : public Communicator {
     child_state->timeout = state_->timeout;
     ncclCommGetAsyncError(child, &r);
     child_state->check(r, "ncclCommSplit (child)");
-    return std::make_shared<NcclCommunicator>(child_state);
+    auto group = std::make_shared<NcclCommunicator>(child_state);
+    group->set_comms_log(comms_log());
+    return group;
   }
 
  private:
@@ -371,8 +390,15 @@ class NcclCommunicator final : public Communicator {
     ZERO_CUDA_CHECK(cudaEventRecord(ready, caller));
     ZERO_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
     ZERO_CUDA_CHECK(cudaEventDestroy(ready));
+    NcclWork::Timing timing;
+    if (auto log = comms_log(); log && log->wants(op)) {
+      timing = {std::move(log), nullptr, op, bytes, state_->size, CommsLog::caller()};
+      ZERO_CUDA_CHECK(cudaEventCreate(&timing.begin));
+      ZERO_CUDA_CHECK(cudaEventRecord(timing.begin, stream_));
+    }
     state_->check(enqueue(state_->comm, stream_), where);
-    ZERO_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    ZERO_CUDA_CHECK(
+        cudaEventCreateWithFlags(&done, timing.log ? cudaEventDefault : cudaEventDisableTiming));
     ZERO_CUDA_CHECK(cudaEventRecord(done, stream_));
 #if defined(ZERO_TORCH_HAS_CUDA)
     for (const at::Tensor& t :
@@ -381,6 +407,7 @@ class NcclCommunicator final : public Communicator {
           t.storage().data_ptr(), c10::cuda::getStreamFromExternal(stream_, state_->device));
 #endif
     auto work = std::make_shared<NcclWork>(state_, where, done, std::move(tensors));
+    if (timing.log) work->set_timing(std::move(timing));
     {
       std::lock_guard<std::mutex> lock(watch_mutex_);
       pending_.push_back(work);

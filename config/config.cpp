@@ -77,7 +77,6 @@ struct Feature {
 // user meant to watch would otherwise leave no trace. A section whose "enabled" is false is
 // silently fine.
 const Feature kFeatures[] = {
-    {"flops_profiler", Kind::kIgnored, "the FLOPS profiler is not implemented"},
     {"wandb", Kind::kNoClient, "Weights & Biases has no C++ client"},
     {"comet", Kind::kNoClient, "Comet has no C++ client"},
     {"autotuning", Kind::kIgnored, "the autotuner is not implemented"},

@@ -205,6 +205,14 @@ std::string to_json_string(const Config& c, int indent) {
   comms["debug"] = c.comms_logger.debug;
   comms["prof_ops"] = c.comms_logger.prof_ops;
   j["comms_logger"] = comms;
+  const FlopsProfilerConfig& f = c.flops_profiler;
+  j["flops_profiler"] = Json{{"enabled", f.enabled},
+                             {"recompute_fwd_factor", f.recompute_fwd_factor},
+                             {"profile_step", f.profile_step},
+                             {"module_depth", f.module_depth},
+                             {"top_modules", f.top_modules},
+                             {"detailed", f.detailed},
+                             {"output_file", or_null(f.output_file)}};
   Json aio;
   aio["block_size"] = c.aio.block_size;
   aio["queue_depth"] = c.aio.queue_depth;

@@ -343,6 +343,18 @@ void read_monitors(Section& root, Config& config) {
     s.finish("comms_logger");
   }
   {
+    FlopsProfilerConfig& f = config.flops_profiler;
+    Section s(root.ctx, root.get("flops_profiler"), "flops_profiler", Unknown::kError);
+    s.read("enabled", f.enabled);
+    s.read("recompute_fwd_factor", f.recompute_fwd_factor, 0.0, 1e9);
+    s.read("profile_step", f.profile_step, 0, INT64_MAX);
+    s.read("module_depth", f.module_depth, -1, INT64_MAX);
+    s.read("top_modules", f.top_modules, 1, INT64_MAX);
+    s.read("detailed", f.detailed);
+    s.read("output_file", f.output_file);
+    s.finish("flops_profiler");
+  }
+  {
     CheckpointConfig& c = config.checkpoint;
     Section s(root.ctx, root.get("checkpoint"), "checkpoint", Unknown::kWarn);
     s.read_enum("tag_validation", c.tag_validation, {"Ignore", "Warn", "Fail"}, true);

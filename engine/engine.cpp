@@ -242,6 +242,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
              config.world_size, " but the job has ", comm->world_size(),
              " ranks; parse it with ConfigOptions::world_size = ", comm->world_size());
   check_config(config);
+  impl->observe_before_stage();
+  CommsLog::CallerScope caller("initialize");
   if (rank == 0)
     for (const auto& w : parsed.warnings) spdlog::warn("[rank 0] config: {}", w.to_string());
   const int stage = config.zero_optimization.stage;
@@ -329,7 +331,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   impl->optimizer->init_state(impl->stage->optimizer_shards());
   if (impl->optimizer->wants_grad_copies()) {
     ShardOptimizer* optimizer = impl->optimizer.get();
-    impl->stage->set_grad_ready([optimizer](int group, int64_t begin, int64_t numel) {
+    StepTimers* timers = &impl->timers;
+    impl->stage->set_grad_ready([optimizer, timers](int group, int64_t begin, int64_t numel) {
+      ScopedPart part(timers, TimerPart::kOffloadCopy);
       optimizer->grad_ready(group, begin, numel);
     });
   }
@@ -361,6 +365,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   if (sopts.param_store)
     states_at += detail::str(", parameter shards on ", sopts.param_store->location());
   impl->monitors = EngineMonitors::create(config, rank);
+  impl->observe_after_init();
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
@@ -398,16 +403,24 @@ void Engine::backward(const at::Tensor& loss) {
           s.compute_dtype == at::kFloat ? "fp32 training" : "bf16 without check_grad_overflow",
           " has no way to skip the step"));
   }
+  s.before_backward(loss);
+  CommsLog::CallerScope caller("backward");
   const bool boundary = s.boundary();
-  s.stage->start_backward(boundary);
-  // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) float(loss) * scale.
-  const int64_t gas = s.config.gradient_accumulation_steps;
-  at::Tensor scaled = gas > 1 ? loss / static_cast<double>(gas) : loss;
-  if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
-  scaled.backward();
-  s.stage->finish_backward();
+  {
+    ScopedPart inner(&s.timers, TimerPart::kBwdInner);
+    s.stage->start_backward(boundary);
+    // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) float(loss) * scale.
+    const int64_t gas = s.config.gradient_accumulation_steps;
+    at::Tensor scaled = gas > 1 ? loss / static_cast<double>(gas) : loss;
+    if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
+    scaled.backward();
+  }
+  {
+    ScopedPart reduce(&s.timers, TimerPart::kBwdAllreduce);
+    s.stage->finish_backward();
+  }
   s.backward_since_step = true;
-  if (s.monitors) s.monitors->on_backward(loss);
+  s.after_backward();
 }
 
 // CPU shards through the vectorized kernels (summed on the host); shards on a GPU summed there
@@ -491,17 +504,6 @@ void Engine::Impl::optimizer_step() {
   stage->zero_grad();
 }
 
-// DeepSpeed's progress line, every steps_per_print optimizer steps on rank 0.
-void Engine::Impl::report_progress() const {
-  const int64_t every = config.steps_per_print;
-  if (comm->rank() != 0 || every <= 0 || global_steps == 0 || global_steps % every != 0) return;
-  std::string scale = scaler ? detail::str(", loss scale ", scaler->scale()) : "";
-  spdlog::info("[rank 0] step {}: skipped {}, lr {:.6g}, grad norm {:.4g}{}", global_steps,
-               skipped_steps, schedule->lr_at(scheduler_steps), last_grad_norm, scale);
-  if (config.activation_checkpointing.profile)
-    spdlog::info("[rank 0] activation checkpointing: {}", activations->describe());
-}
-
 void Engine::step() {
   Impl& s = *impl_;
   ZERO_CHECK(s.backward_since_step, UsageError,
@@ -511,13 +513,15 @@ void Engine::step() {
              "); call "
              "engine.backward(loss) once per micro-batch before engine.step()");
   s.backward_since_step = false;
+  s.timers.enter();
   const bool boundary = s.boundary();
   ++s.micro_steps;
   if (boundary) {
+    CommsLog::CallerScope caller("step");
     s.optimizer_step();
-    if (s.monitors) s.monitors->after_step(s);
-    s.report_progress();
   }
+  s.timers.leave(TimerPart::kStep);
+  if (boundary) s.after_optimizer_step();
 }
 
 void Engine::zero_grad() {
@@ -558,13 +562,17 @@ const Config& Engine::config() const {
 }
 
 MemoryReport Engine::memory_report() const {
-  const StageMemory m = impl_->stage->memory();
+  return impl_->memory_report();
+}
+
+MemoryReport Engine::Impl::memory_report() const {
+  const StageMemory m = stage->memory();
   MemoryReport r;
   r.parameters_bytes = m.parameters_bytes;
   r.gradients_bytes = m.gradients_bytes;
   r.master_params_bytes = m.master_params_bytes;
-  r.optimizer_states_bytes = impl_->optimizer->state_bytes();
-  const OffloadMemory host = impl_->optimizer->offload_memory();
+  r.optimizer_states_bytes = optimizer->state_bytes();
+  const OffloadMemory host = optimizer->offload_memory();
   r.host_master_params_bytes = host.host_master_bytes;
   r.host_optimizer_states_bytes = host.host_states_bytes;
   r.host_gradients_bytes = host.host_grads_bytes;
@@ -575,7 +583,7 @@ MemoryReport Engine::memory_report() const {
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;
   r.unit_gathers = m.unit_gathers;
-  const ActivationCheckpointStats a = impl_->activations->stats();
+  const ActivationCheckpointStats a = activations->stats();
   r.activation_checkpoint_bytes = a.live_bytes;
   r.peak_activation_checkpoint_bytes = a.peak_live_bytes;
   r.host_activation_checkpoint_bytes = a.host_live_bytes;

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "flops_profiler.h"
 #include "monitoring.h"
+#include "step_timers.h"
 
 namespace zero {
 
@@ -52,15 +54,35 @@ struct Engine::Impl {
   std::unique_ptr<EngineMonitors> monitors;  // csv_monitor / tensorboard (rank 0); else null
   std::shared_ptr<ActivationCheckpointing> activations;  // the model's checkpoints report here
 
-  ~Impl() {
-    for (ShardedImpl* w : wrappers) w->attach(nullptr, -1);
-  }
+  // What watches the run (observe.cpp): timers, comms logger, flops profiler, progress line.
+  StepTimers timers;
+  std::shared_ptr<CommsLog> comms_log;   // comms_logger.enabled; else null
+  std::unique_ptr<FlopsProfiler> flops;  // rank 0 while profiling, until reported
+  int64_t tokens_per_sample = 0;         // the program's (set_tokens_per_sample)
+  double flops_per_sample = 0;           // the program's, forward + backward
+  double measured_flops_per_sample = 0;  // the flops profiler's forward x (3 + recompute)
+  std::vector<std::pair<std::string, std::string>> progress_fields;  // the program's
+  at::Tensor window_loss;  // rank 0: this step's sum of loss / accumulation (on its device)
+  double last_loss = 0;    // rank 0: the last step's window loss, when read
+  int64_t interval_start_step = 0;
+  std::chrono::steady_clock::time_point interval_start = std::chrono::steady_clock::now();
+
+  ~Impl();
   bool boundary() const { return (micro_steps + 1) % config.gradient_accumulation_steps == 0; }
   double global_grad_norm(const std::vector<OptimizerShard>& shards) const;
   // The stage's shards with each master where it lives (the optimizer's, when offloaded).
   std::vector<OptimizerShard> optimizer_shards() const;
   void optimizer_step();
-  void report_progress() const;
+  MemoryReport memory_report() const;
+  // observe.cpp: set up before the stage exists / after the engine is built; the calls around
+  // backward() and step(); what happens after each optimizer step.
+  void observe_before_stage();
+  void observe_after_init();
+  void before_backward(const at::Tensor& loss);
+  void after_backward();
+  void after_optimizer_step();
+  void report_progress();
+  double flops_per_step_per_rank() const;
 };
 
 }  // namespace zero

@@ -5,7 +5,11 @@
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include "flops_profiler.h"
+#include "step_timers.h"
 
 namespace zero {
 namespace {
@@ -13,16 +17,22 @@ namespace {
 // Identity in forward; in backward, gathers the unit before autograd reaches the block.
 struct PreBackward : public torch::autograd::Function<PreBackward> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            int64_t stage, int64_t unit) {
+                            int64_t stage, int64_t unit, int64_t timers) {
     ctx->saved_data["stage"] = stage;
     ctx->saved_data["unit"] = unit;
+    ctx->saved_data["timers"] = timers;
     return x.view_as(x);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto* stage = reinterpret_cast<Stage*>(static_cast<intptr_t>(ctx->saved_data["stage"].toInt()));
-    stage->pre_backward(static_cast<int>(ctx->saved_data["unit"].toInt()));
-    return {grads[0], at::Tensor(), at::Tensor()};
+    auto* timers =
+        reinterpret_cast<StepTimers*>(static_cast<intptr_t>(ctx->saved_data["timers"].toInt()));
+    {
+      ScopedPart wait(timers, TimerPart::kGatherWait);
+      stage->pre_backward(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    }
+    return {grads[0], at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -46,9 +56,20 @@ void ShardedImpl::attach(Stage* stage, int unit) {
   unit_ = stage ? unit : -1;
 }
 
+void ShardedImpl::observe(StepTimers* timers, const std::string& name) {
+  timers_ = timers;
+  scope_name_ = std::string(kModuleScopePrefix) + (name.empty() ? "zero::Sharded" : name);
+}
+
 at::Tensor ShardedImpl::forward(const at::Tensor& input) {
+  // A module scope for the flops profiler (free while no RecordFunction callback is active).
+  at::RecordFunction scope(at::RecordScope::USER_SCOPE);
+  if (scope.isActive()) scope.before(scope_name_.c_str());
   if (!stage_) return inner_.forward(input);
-  stage_->pre_forward(unit_);
+  {
+    ScopedPart wait(timers_, TimerPart::kGatherWait);
+    stage_->pre_forward(unit_);
+  }
   at::Tensor out;
   try {
     out = inner_.forward(input);
@@ -59,7 +80,8 @@ at::Tensor ShardedImpl::forward(const at::Tensor& input) {
   stage_->post_forward(unit_);
   if (at::GradMode::is_enabled() && out.requires_grad()) {
     out = PreBackward::apply(out, static_cast<int64_t>(reinterpret_cast<intptr_t>(stage_)),
-                             static_cast<int64_t>(unit_));
+                             static_cast<int64_t>(unit_),
+                             static_cast<int64_t>(reinterpret_cast<intptr_t>(timers_)));
   }
   return out;
 }

@@ -1,5 +1,6 @@
-// render_svg: a small hand-written plotter (no dependency): panels in a two-column grid, linear
-// axes with "nice" ticks (log2 for the loss scale), one polyline per run, a shared legend.
+// render_svg / render_html: a small hand-written plotter (no dependency): panels in a two-column
+// grid, linear axes with "nice" ticks (log2 for the loss scale), a colour per run and a dash
+// pattern per series where a panel holds several (time split, memory), a shared legend.
 #include <zero/monitor/plot.h>
 
 #include <algorithm>
@@ -12,21 +13,45 @@
 namespace zero::monitor {
 namespace {
 
+struct Series {
+  std::string stem;   // CSV file name without ".csv"
+  std::string label;  // in the panel's own legend when it has several series
+  double scale = 1;   // value multiplier (bytes -> MiB)
+};
+
 struct PanelSpec {
-  std::string stem;  // CSV file name without ".csv"
   std::string title;
+  std::vector<Series> series;
   bool log2 = false;
 };
 
+constexpr double kMiB = 1.0 / (1024 * 1024);
+
 // DeepSpeed's events and the engine's, in reading order; any other CSV follows by name.
 const PanelSpec kKnown[] = {
-    {"Train_Samples_train_loss", "train loss", false},
-    {"Train_Samples_lr", "learning rate", false},
-    {"Train_Samples_loss_scale", "loss scale (log2 axis)", true},
-    {"Train_Samples_grad_norm", "global grad norm", false},
-    {"Train_Samples_samples_per_sec", "throughput (samples/s)", false},
-    {"Train_Samples_skipped_steps", "skipped steps (inf/NaN gradients)", false},
+    {"train loss", {{"Train_Samples_train_loss", ""}}},
+    {"learning rate", {{"Train_Samples_lr", ""}}},
+    {"loss scale (log2 axis)", {{"Train_Samples_loss_scale", ""}}, true},
+    {"global grad norm", {{"Train_Samples_grad_norm", ""}}},
+    {"throughput (samples/s)", {{"Train_Samples_samples_per_sec", ""}}},
+    {"throughput (tokens/s)", {{"Train_Samples_tokens_per_sec", ""}}},
+    {"achieved TFLOPS per rank", {{"Train_Samples_tflops", ""}}},
+    {"step time split (ms)",
+     {{"Train_Samples_time_fwd_ms", "fwd"},
+      {"Train_Samples_time_bwd_ms", "bwd"},
+      {"Train_Samples_time_step_ms", "step"},
+      {"Train_Samples_time_bwd_allreduce_ms", "bwd_allreduce"},
+      {"Train_Samples_time_stage3_gather_wait_ms", "gather wait"},
+      {"Train_Samples_time_offload_copy_ms", "offload copy"}}},
+    {"memory per rank (MiB)",
+     {{"Train_Samples_model_states_bytes", "model states", kMiB},
+      {"Train_Samples_peak_gathered_bytes", "peak gathered", kMiB},
+      {"Train_Samples_host_bytes", "host", kMiB}}},
+    {"skipped steps (inf/NaN gradients)", {{"Train_Samples_skipped_steps", ""}}},
 };
+// Shown only through the panels above (the total is the time split's sum).
+const char* const kHidden[] = {"Train_Samples_step_time_ms", "Train_Samples_time_bwd_inner_ms"};
+const char* const kDashes[] = {"", "6,3", "2,2", "8,3,2,3", "1,3", "10,4"};
 
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                "#9467bd", "#8c564b", "#e377c2", "#17becf"};
@@ -76,8 +101,6 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 5) {
 }
 
 std::string title_of(const std::string& stem) {
-  for (const PanelSpec& p : kKnown)
-    if (p.stem == stem) return p.title;
   const std::string prefix = "Train_Samples_";  // the program's own Train/Samples/... events
   return stem.rfind(prefix, 0) == 0 ? stem.substr(prefix.size()) : stem;
 }
@@ -88,16 +111,23 @@ void draw_panel(std::ostringstream& svg, const PanelSpec& spec, const std::vecto
   const double pt = y0 + kMarginT, pb = y0 + kPanelH - kMarginB;
   auto yv = [&](double v) { return spec.log2 ? std::log2(v) : v; };
   double xmin = HUGE_VAL, xmax = -HUGE_VAL, ymin = HUGE_VAL, ymax = -HUGE_VAL;
-  for (const PlotRun& run : runs) {
-    auto it = run.series.find(spec.stem);
-    if (it == run.series.end()) continue;
-    for (const auto& [x, v] : it->second.points) {
-      if (!std::isfinite(v) || (spec.log2 && v <= 0)) continue;
-      xmin = std::min(xmin, static_cast<double>(x));
-      xmax = std::max(xmax, static_cast<double>(x));
-      ymin = std::min(ymin, yv(v));
-      ymax = std::max(ymax, yv(v));
+  std::vector<const Series*> shown;  // the series some run has
+  for (const Series& series : spec.series) {
+    bool any = false;
+    for (const PlotRun& run : runs) {
+      auto it = run.series.find(series.stem);
+      if (it == run.series.end()) continue;
+      any = any || !it->second.points.empty();
+      for (const auto& [x, raw] : it->second.points) {
+        const double v = raw * series.scale;
+        if (!std::isfinite(v) || (spec.log2 && v <= 0)) continue;
+        xmin = std::min(xmin, static_cast<double>(x));
+        xmax = std::max(xmax, static_cast<double>(x));
+        ymin = std::min(ymin, yv(v));
+        ymax = std::max(ymax, yv(v));
+      }
     }
+    if (any) shown.push_back(&series);
   }
   svg << "<g>\n<rect x=\"" << x0 + 4 << "\" y=\"" << y0 + 4 << "\" width=\"" << kPanelW - 8
       << "\" height=\"" << kPanelH - 8 << "\" fill=\"#ffffff\" stroke=\"#cccccc\"/>\n";
@@ -136,24 +166,36 @@ void draw_panel(std::ostringstream& svg, const PanelSpec& spec, const std::vecto
       << "\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555555\">samples</text>\n";
   svg << "<polyline points=\"" << px(pl) << "," << px(pt) << " " << px(pl) << "," << px(pb) << " "
       << px(pr) << "," << px(pb) << "\" fill=\"none\" stroke=\"#333333\"/>\n";
-  for (size_t r = 0; r < runs.size(); ++r) {
-    auto it = runs[r].series.find(spec.stem);
-    if (it == runs[r].series.end()) continue;
-    std::ostringstream points;
-    size_t n = 0;
-    for (const auto& [x, v] : it->second.points) {
-      if (!std::isfinite(v) || (spec.log2 && v <= 0)) continue;
-      points << (n++ ? " " : "") << px(sx(static_cast<double>(x))) << "," << px(sy(yv(v)));
+  for (size_t k = 0; k < shown.size(); ++k) {
+    const Series& series = *shown[k];
+    const char* dash = kDashes[k % (sizeof kDashes / sizeof kDashes[0])];
+    if (shown.size() > 1) {  // the panel's own legend: dash pattern -> series
+      const double ly = pt + 4 + 13.0 * static_cast<double>(k);
+      svg << "<line x1=\"" << px(pr - 110) << "\" y1=\"" << px(ly) << "\" x2=\"" << px(pr - 86)
+          << "\" y2=\"" << px(ly) << "\" stroke=\"#333333\" stroke-dasharray=\"" << dash
+          << "\"/>\n<text x=\"" << px(pr - 80) << "\" y=\"" << px(ly + 4) << "\" font-size=\"10\">"
+          << esc(series.label) << "</text>\n";
     }
-    const char* color = kColors[r % (sizeof kColors / sizeof kColors[0])];
-    if (n == 1) {
-      const std::string p = points.str();
-      const size_t comma = p.find(',');
-      svg << "<circle cx=\"" << p.substr(0, comma) << "\" cy=\"" << p.substr(comma + 1)
-          << "\" r=\"3\" fill=\"" << color << "\"/>\n";
-    } else if (n > 1) {
-      svg << "<polyline points=\"" << points.str() << "\" fill=\"none\" stroke=\"" << color
-          << "\" stroke-width=\"1.5\"/>\n";
+    for (size_t r = 0; r < runs.size(); ++r) {
+      auto it = runs[r].series.find(series.stem);
+      if (it == runs[r].series.end()) continue;
+      std::ostringstream points;
+      size_t n = 0;
+      for (const auto& [x, raw] : it->second.points) {
+        const double v = raw * series.scale;
+        if (!std::isfinite(v) || (spec.log2 && v <= 0)) continue;
+        points << (n++ ? " " : "") << px(sx(static_cast<double>(x))) << "," << px(sy(yv(v)));
+      }
+      const char* color = kColors[r % (sizeof kColors / sizeof kColors[0])];
+      if (n == 1) {
+        const std::string p = points.str();
+        const size_t comma = p.find(',');
+        svg << "<circle cx=\"" << p.substr(0, comma) << "\" cy=\"" << p.substr(comma + 1)
+            << "\" r=\"3\" fill=\"" << color << "\"/>\n";
+      } else if (n > 1) {
+        svg << "<polyline points=\"" << points.str() << "\" fill=\"none\" stroke=\"" << color
+            << "\" stroke-width=\"1.5\" stroke-dasharray=\"" << dash << "\"/>\n";
+      }
     }
   }
   svg << "</g>\n";
@@ -182,9 +224,13 @@ std::string render_svg(const std::vector<PlotRun>& runs) {
   for (const PlotRun& run : runs)
     for (const auto& [stem, series] : run.series)
       if (!series.points.empty()) stems.insert(stem);
-  for (const PanelSpec& p : kKnown)
-    if (stems.erase(p.stem)) panels.push_back(p);
-  for (const std::string& stem : stems) panels.push_back({stem, title_of(stem), false});
+  for (const char* hidden : kHidden) stems.erase(hidden);
+  for (const PanelSpec& p : kKnown) {
+    bool any = false;
+    for (const Series& series : p.series) any = stems.erase(series.stem) > 0 || any;
+    if (any) panels.push_back(p);
+  }
+  for (const std::string& stem : stems) panels.push_back({title_of(stem), {{stem, ""}}, false});
   ZERO_CHECK(!panels.empty(), MonitorError, "nothing to plot: the runs' CSV files have no rows");
 
   const int rows = static_cast<int>((panels.size() + kCols - 1) / kCols);
@@ -208,6 +254,22 @@ std::string render_svg(const std::vector<PlotRun>& runs) {
                kLegendH + static_cast<int>(i / kCols) * kPanelH);
   svg << "</svg>\n";
   return svg.str();
+}
+
+std::string render_html(const std::vector<PlotRun>& runs) {
+  std::string svg = render_svg(runs);
+  svg.erase(0, svg.find("<svg"));  // no XML declaration inside HTML
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+       << "<title>zero plot</title>\n<style>body{font-family:sans-serif;margin:16px;background:"
+       << "#f7f7f7}svg{max-width:100%;height:auto}</style>\n</head>\n<body>\n<h1>zero plot</h1>\n"
+       << "<p>Runs:";
+  for (size_t r = 0; r < runs.size(); ++r)
+    html << (r ? ", " : " ")
+         << "<span style=\"color:" << kColors[r % (sizeof kColors / sizeof kColors[0])] << "\">"
+         << esc(runs[r].label) << "</span>";
+  html << " (x axis: samples trained)</p>\n" << svg << "</body>\n</html>\n";
+  return html.str();
 }
 
 }  // namespace zero::monitor

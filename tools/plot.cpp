@@ -1,5 +1,5 @@
-// `zero plot RUN_DIR... [--out FILE.svg]`: the curves of csv_monitor runs (loss, lr, loss scale,
-// grad norm, throughput, any other event) as one self-contained SVG, runs overlaid.
+// `zero plot RUN_DIR... [--out FILE.svg|FILE.html]`: the curves of csv_monitor runs (loss, lr,
+// loss scale, grad norm, throughput, time split, memory, any other event), runs overlaid.
 #include <zero/monitor/plot.h>
 
 #include <fstream>
@@ -13,9 +13,12 @@ namespace zero::tools {
 namespace {
 
 const char* kUsage =
-    "usage: zero plot RUN_DIR... [--out FILE.svg]\n"
+    "usage: zero plot RUN_DIR... [--out FILE.svg|FILE.html]\n"
     "  RUN_DIR: a csv_monitor log directory (output_path/job_name of the ds_config);\n"
-    "  several are overlaid, one colour each. Default output: plot.svg\n";
+    "  several are overlaid, one colour each. Default output: plot.svg; a name ending in\n"
+    "  .html writes one self-contained HTML page with the SVG inline.\n"
+    "example:\n"
+    "  zero plot runs/csv/gpt_stage2 --out plot.html\n";
 
 int run_plot(const std::vector<std::string>& args) {
   std::vector<std::string> dirs;
@@ -43,9 +46,10 @@ int run_plot(const std::vector<std::string>& args) {
     while (label.size() > 1 && label.back() == '/') label.pop_back();
     runs.push_back(monitor::read_run(dir, label));
   }
-  const std::string svg = monitor::render_svg(runs);
+  const bool html = out.size() >= 5 && out.compare(out.size() - 5, 5, ".html") == 0;
+  const std::string page = html ? monitor::render_html(runs) : monitor::render_svg(runs);
   std::ofstream file(out, std::ios::binary | std::ios::trunc);
-  file << svg;
+  file << page;
   file.close();
   ZERO_CHECK(file, UsageError, "cannot write '", out, "'");
   std::cout << "zero plot: wrote " << out << " (" << runs.size() << " run"
@@ -55,7 +59,8 @@ int run_plot(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ZERO_COMMAND("plot", "plot csv_monitor runs (loss, lr, loss scale, grad norm, throughput) as SVG",
+ZERO_COMMAND("plot",
+             "plot csv_monitor runs (loss, lr, grad norm, throughput, time, memory): SVG/HTML",
              run_plot);
 
 }  // namespace zero::tools

@@ -19,5 +19,5 @@ timeout --signal=TERM "${MINUTES}m" "$BUILD_DIR/bin/zerorun" --nproc_per_node 2 
   --preset gpt2-small --checkpoint-activations --steps "$STEPS" --sample 200 $EXTRA 2>&1 | tee "$log" || true
 echo "---"
 echo "wall time: $(( $(date +%s) - start )) s (limit ${MINUTES} min)"
-grep -E '^step ' "$log" | head -1
-grep -E '^step ' "$log" | tail -1
+grep -E '\] step=' "$log" | head -1
+grep -E '\] step=' "$log" | tail -1

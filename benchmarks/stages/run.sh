@@ -12,11 +12,7 @@ PORT=${PORT:-29950}
 EXTRA=${EXTRA:-}
 PRECISION=${PRECISION:-fp32}
 case "$PRECISION" in fp32|bf16) ;; *) echo "run.sh: PRECISION must be fp32 or bf16" >&2; exit 2;; esac
-zerorun="$BUILD_DIR/bin/zerorun"
-train="$BUILD_DIR/bin/gpt_train"
-for f in "$zerorun" "$train"; do
-  [ -x "$f" ] || { echo "run.sh: $f not built (cmake --build $BUILD_DIR --target zerorun gpt_train)" >&2; exit 2; }
-done
+source benchmarks/gpt_bins.sh
 log_dir=$(mktemp -d)
 trap 'rm -rf "$log_dir"' EXIT
 
@@ -37,14 +33,15 @@ run_one() {
     { sub(/^\[rank [0-9]+\] /, "") }  # zerorun prefixes each line with its rank
     /gpt_train: [0-9]+ parameters/ { for (i = 1; i <= NF; ++i) if ($(i + 1) == "parameters") psi = $i }
     /sequences per step/ { for (i = 1; i <= NF; ++i) if ($i == "=") batch = $(i + 1) }
-    /^step / {
-      n += 1; step = $2; loss = $5
-      for (i = 1; i <= NF; ++i) {
-        if ($(i + 1) == "samples/s") sps = $i
-        if ($i == "states") mib = $(i + 1)
-        if ($i == "gathered") peak = $(i + 1)
-      }
-      if (n > 2) { sum += sps; cnt += 1 }   # skip step 1 and the first interval (start-up)
+    # The engine'\''s progress line: "step=N, skipped=0, lr=[..] ..., loss=X, ..., samples/s=Y, ..."
+    function field(name) {
+      if (match($0, name "=[0-9.e+-]+")) return substr($0, RSTART + length(name) + 1, RLENGTH - length(name) - 1)
+      return ""
+    }
+    /step=[0-9]+, skipped=/ {
+      n += 1; loss = field("loss"); sps = field("samples/s"); mib = field("model_states")
+      if (field("peak_gathered") != "") peak = field("peak_gathered")
+      if (n > 1) { sum += sps; cnt += 1 }   # skip the first interval (start-up)
     }
     END {
       if (!cnt) { print "no timing lines" > "/dev/stderr"; exit 1 }

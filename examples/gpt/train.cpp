@@ -166,10 +166,12 @@ int64_t peak_memory_bytes(const torch::Device& device, std::string* source) {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
+// Matmul flops of one sample's forward: 2 x (dense weights: 12 d^2 per layer, the tied head
+// V d) per token, plus attention's two T x T x d products per layer; backward is twice that.
+double train_flops_per_sample(const gpt::GptConfig& c) {
+  const double T = c.context, d = c.d_model, L = c.n_layer, V = c.vocab_size;
+  const double forward = 2 * T * (12 * L * d * d + V * d) + 4 * L * T * T * d;
+  return 3 * forward;
 }
 
 int train(int argc, char** argv) {
@@ -236,13 +238,21 @@ int train(int argc, char** argv) {
     if (!o.save_dir.empty()) engine.save_checkpoint(o.save_dir, "", {{"next_step", next_step}});
   };
 
-  auto last_print = std::chrono::steady_clock::now();
-  auto after_first_step = last_print;
-  int64_t steps_since_print = 0;
+  // The engine prints the progress line every steps_per_print steps (loss, lr, samples/s, ...);
+  // tokens and flops per sample let it add tokens/s and achieved TFLOPS, and the program adds
+  // its own field (epochs of the text seen).
+  engine.set_tokens_per_sample(o.model.context);
+  engine.set_flops_per_sample(train_flops_per_sample(o.model));
+  auto after_first_step = std::chrono::steady_clock::now();
   double first_loss = 0, last_loss = 0;
   for (int64_t step = first_step; step < steps; ++step) {
-    const auto step_start = std::chrono::steady_clock::now();
-    const double lr = engine.lr();
+    if ((step + 1) % print_every == 0) {  // the epochs of text seen after this step
+      char epoch[32];
+      std::snprintf(epoch, sizeof epoch, "%.3f",
+                    static_cast<double>((step + 1) * config.train_batch_size * o.model.context) /
+                        static_cast<double>(data.num_tokens()));
+      engine.set_progress_field("epoch", epoch);
+    }
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
       const gpt::Batch batch = data.batch(step, m, rank, world, micro, accumulation);
@@ -254,36 +264,9 @@ int train(int argc, char** argv) {
       loss_sum += loss.item<double>();
     }
     last_loss = loss_sum / static_cast<double>(accumulation);
-    // The engine logs the loss, lr and grad norm itself (csv_monitor / tensorboard); tokens/s is
-    // the program's to know.
-    const double step_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-    engine.log_scalar("Train/Samples/tokens_per_sec",
-                      static_cast<double>(config.train_batch_size * o.model.context) / step_s);
     if (step == first_step) {
       first_loss = last_loss;
       after_first_step = std::chrono::steady_clock::now();
-    }
-    ++steps_since_print;
-    if (rank == 0 && ((step + 1) % print_every == 0 || step == 0 || step + 1 == steps)) {
-      const auto now = std::chrono::steady_clock::now();
-      const double seconds = std::chrono::duration<double>(now - last_print).count();
-      const zero::MemoryReport mem = engine.memory_report();
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "step %5lld | loss %.4f | lr %.3e | %8.1f samples/s | model states %s MiB",
-                    static_cast<long long>(step + 1), loss_sum / static_cast<double>(accumulation),
-                    lr, static_cast<double>(steps_since_print * config.train_batch_size) / seconds,
-                    mib(mem.model_states_bytes()).c_str());
-      std::cout << line;
-      if (engine.stage() == 3)
-        std::cout << " | peak gathered " << mib(mem.peak_gathered_params_bytes) << " MiB";
-      if (config.fp16.enabled) std::cout << " | loss scale " << engine.loss_scale();
-      if (config.fp16.enabled || engine.skipped_steps() > 0)
-        std::cout << " | skipped " << engine.skipped_steps();
-      std::cout << std::endl;
-      last_print = now;
-      steps_since_print = 0;
     }
     if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < steps) save(step + 1);
   }

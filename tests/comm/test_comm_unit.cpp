@@ -1,7 +1,8 @@
 // Unit tests of comm/ that need no second process: rank/env detection and its precedence,
-// Slurm list expansion, ZERO_TIMEOUT, the reduction kernels, and a world of one.
+// Slurm list expansion, ZERO_TIMEOUT, the reduction kernels, a world of one, the comms logger.
 #include <catch2/catch.hpp>
 
+#include <zero/comm/comms_log.h>
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
@@ -205,4 +206,79 @@ TEST_CASE("a world of one: every collective is a local identity, no port needed"
   auto node = node_group(*c, env);
   REQUIRE(node);
   CHECK(node->world_size() == 1);
+}
+
+// DeepSpeed's calc_bw_log (deepspeed/utils/comms_logging.py), transcribed: size in bytes,
+// duration in ms, result in Gbps.
+namespace {
+std::pair<double, double> deepspeed_calc_bw_log(const std::string& comm_op, double size,
+                                                double duration, int n) {
+  double tput = 0, busbw = 0;
+  if (comm_op == "all_gather" || comm_op == "reduce_scatter") {
+    size *= n;
+    tput = size / duration;
+    busbw = (size / duration) * ((n - 1.0) / n);
+  } else if (comm_op == "all_reduce") {
+    tput = size * 2 / duration;
+    busbw = (size / duration) * (2.0 * (n - 1) / n);
+  } else {  // broadcast, barrier, send, recv, ...
+    tput = size / duration;
+    busbw = tput;
+  }
+  tput *= 8;
+  busbw *= 8;
+  tput /= 1e6;
+  busbw /= 1e6;
+  return {tput, busbw};
+}
+}  // namespace
+
+TEST_CASE("comms logger: DeepSpeed's bandwidth formulas, counts per op and message size") {
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier"})
+    for (int n : {1, 2, 3, 8})
+      for (double ms : {0.25, 3.0}) {
+        const auto ours = comm_bandwidth_gbps(op, 1 << 20, n, ms);
+        const auto ds = deepspeed_calc_bw_log(op, 1 << 20, ms, n);
+        CHECK(ours.first == Approx(ds.first).epsilon(1e-12));
+        CHECK(ours.second == Approx(ds.second).epsilon(1e-12));
+      }
+  CHECK(trim_mean({1, 2, 3, 4, 100, 5, 6, 7, 8, 9}, 0.1) == Approx(5.5));  // drops 1 and 100
+  CHECK(convert_size(0) == "0B");
+  CHECK(convert_size(1536) == "1.5 KB");
+  CHECK(convert_size(4 << 20) == "4 MB");
+
+  CommsLogOptions o;
+  o.prof_all = false;
+  o.prof_ops = {"all_gather", "reduce_scatter"};
+  o.debug = true;
+  CommsLog log(o);
+  CHECK(log.wants("all_gather"));
+  CHECK_FALSE(log.wants("all_reduce"));
+  {
+    CommsLog::CallerScope caller("backward");
+    // A reduce-scatter's buffer is the whole input: the message is one rank's part.
+    log.record("reduce_scatter", 4000, 4, 2.0, CommsLog::caller());
+    log.record("reduce_scatter", 4000, 4, 4.0, CommsLog::caller());
+  }
+  CHECK(std::string(CommsLog::caller()).empty());
+  log.record("all_gather", 800, 2, 1.0, CommsLog::caller());
+  const auto entries = log.entries();
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].name == "all_gather");
+  CHECK(entries[0].msg_bytes == 400);
+  CHECK(entries[1].name == "reduce_scatter | [Caller: backward]");
+  CHECK(entries[1].msg_bytes == 1000);
+  CHECK(entries[1].count == 2);
+  CHECK(entries[1].total_bytes == 2000);
+  CHECK(entries[1].total_ms == Approx(6.0));
+  CHECK(entries[1].avg_ms == Approx(3.0));
+  CHECK(entries[1].busbw == Approx((deepspeed_calc_bw_log("reduce_scatter", 1000, 2.0, 4).second +
+                                    deepspeed_calc_bw_log("reduce_scatter", 1000, 4.0, 4).second) /
+                                   2));
+  const std::string summary = log.summary();
+  CHECK(summary.rfind("Comm. Op", 0) == 0);
+  CHECK(summary.find("Total Latency(ms)") != std::string::npos);
+  CHECK(summary.find("reduce_scatter | [Caller: backward]\n") != std::string::npos);
+  log.reset();
+  CHECK(log.entries().empty());
 }

@@ -217,15 +217,14 @@ TEST_CASE("activation_checkpointing: DeepSpeed's keys, typed; settings without e
 
 TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged, errors when not") {
   auto parsed = parse(std::string("{") + kBatch +
-                      R"(, "flops_profiler": {"enabled": true}, "wandb": {"enabled": false},
+                      R"(, "eigenvalue": {"enabled": true}, "wandb": {"enabled": false},
       "compile": {"deepcompile": true}, "tensorboard": {"enabled": true}, "comms_logger": {"enabled": false},
       "autotuning": {"enabled": false}, "comet": {"enabled": false}})");
   CHECK(parsed.warnings.size() == 2);  // disabled features and implemented monitors stay silent
-  CHECK(mentions(find(parsed.warnings, "flops_profiler"), "ignored"));
+  CHECK(mentions(find(parsed.warnings, "eigenvalue"), "ignored"));
   CHECK(find(parsed.warnings, "compile").path == "compile");
   CHECK(parsed.config.tensorboard.enabled);
-  CHECK(errors_of(std::string("{") + kBatch + R"(, "flops_profiler": {"enabled": true}})",
-                  ws(1, true))
+  CHECK(errors_of(std::string("{") + kBatch + R"(, "eigenvalue": {"enabled": true}})", ws(1, true))
             .size() == 1);
 
   for (const char* feature :

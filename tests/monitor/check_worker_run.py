@@ -33,8 +33,13 @@ for name in os.listdir(csv_dir):
     tag = "Train/Samples/" + rows[0].split(",")[1]
     check(name == tag.replace("/", "_") + ".csv", f"{name}: DeepSpeed's file name for {tag}")
     csv[tag] = [(int(s), float(v)) for s, v in (r.split(",") for r in rows[1:] if r)]
-check(sorted(csv) == sorted(list(expected) + ["Train/Samples/samples_per_sec"]),
-      f"CSV events {sorted(csv)}")
+timing = ["Train/Samples/" + t for t in ("samples_per_sec", "step_time_ms", "time_fwd_ms",
+                                          "time_bwd_ms", "time_bwd_inner_ms",
+                                          "time_bwd_allreduce_ms", "time_step_ms")]
+check(sorted(csv) == sorted(list(expected) + timing), f"CSV events {sorted(csv)}")
+for k, (s, total) in enumerate(csv.get("Train/Samples/step_time_ms", [])):
+    parts = sum(csv["Train/Samples/time_" + p + "_ms"][k][1] for p in ("fwd", "bwd", "step"))
+    check(abs(parts - total) <= 0.10 * total, f"step {k + 1}: fwd + bwd + step {parts} vs {total}")
 for tag, points in expected.items():
     check(csv.get(tag) == points, f"{tag}: CSV {csv.get(tag)} != expected {points}")
 

@@ -36,4 +36,17 @@ PY
 "$zero" plot "$tmp/csv/gpt" "$tmp/csv/other" --out "$tmp/plot.svg"
 rsvg-convert -o "$tmp/plot.png" "$tmp/plot.svg"
 /usr/bin/python3 "$here/check_png.py" "$tmp/plot.png" "#1f77b4" "#d62728"
+for panel in "memory per rank (MiB)" "step time split (ms)" "throughput (tokens/s)" "achieved TFLOPS per rank"; do
+  grep -qF ">$panel</text>" "$tmp/plot.svg" || { echo "FAIL: no panel '$panel'"; exit 1; }
+done
+"$zero" plot "$tmp/csv/gpt" "$tmp/csv/other" --out "$tmp/plot.html"
+head -c 15 "$tmp/plot.html" | grep -q "<!DOCTYPE html>" || { echo "FAIL: not HTML"; exit 1; }
+# The page holds the same SVG inline: cut it out and render it too.
+/usr/bin/python3 - "$tmp/plot.html" "$tmp/inline.svg" <<'PY'
+import sys
+html = open(sys.argv[1]).read()
+open(sys.argv[2], "w").write(html[html.index("<svg"):html.index("</svg>") + len("</svg>")])
+PY
+rsvg-convert -o "$tmp/inline.png" "$tmp/inline.svg"
+/usr/bin/python3 "$here/check_png.py" "$tmp/inline.png" "#1f77b4" "#d62728"
 echo "PASS"

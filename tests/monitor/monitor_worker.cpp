@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
       expect("grad_norm", engine.last_grad_norm(), samples);
       expect("skipped_steps", static_cast<double>(engine.skipped_steps()), samples);
       expect("program_value", 0.5 * step, samples);
+      expect("model_states_bytes", static_cast<double>(engine.memory_report().model_states_bytes()),
+             samples);
       // Flushed every steps_per_print (3) steps: after steps 6 and 7 the file holds 6 rows.
       if (engine.global_steps() == 6 || engine.global_steps() == 7) {
         std::ifstream lr_csv(dir + "/csv/job/Train_Samples_lr.csv");

@@ -101,7 +101,7 @@ sed -i '/--gpus-per-node/d' "$dir/jobs/docs.sbatch"  # this test cluster has no 
   --ntasks-per-node=2 --cpus-per-task=1 --output="$dir/jobs/docs.out" "$dir/jobs/docs.sbatch" \
   "${tiny[@]}") >"$dir/jobs/docs.submit" 2>&1
 rc=$?
-sed 's/^/[docs sbatch] /' "$dir/jobs/docs.out" 2>/dev/null | grep -v '^\[docs sbatch\] step ' | head -40
+sed 's/^/[docs sbatch] /' "$dir/jobs/docs.out" 2>/dev/null | grep -v '\] step=' | head -40
 [ $rc -eq 0 ] || fail "sbatch --wait of the docs script exited $rc: $(cat "$dir/jobs/docs.submit")"
 grep -q "ZeRO stage 2, 2 rank(s)" "$dir/jobs/docs.out" || fail "docs script: not 2 ranks from SLURM_*"
 grep -q "gpt_train: done, 4 optimizer steps" "$dir/jobs/docs.out" || fail "docs script: training did not finish"
@@ -139,7 +139,7 @@ job=$(cd "$repo" && sbatch --parsable --output="$dir/jobs/kill.out" "$dir/jobs/k
 # Waits until the n-th srun step of the job prints a training step line.
 wait_training() {
   for _ in $(seq 240); do
-    awk -v n="$1" '/100000 steps$/ { ++h } h >= n && /^step .*\|/ { found = 1 } END { exit !found }' \
+    awk -v n="$1" '/100000 steps$/ { ++h } h >= n && /\[rank 0\] step=[0-9]+,/ { found = 1 } END { exit !found }' \
       "$dir/jobs/kill.out" 2>/dev/null && return 0
     sleep 0.5
   done
@@ -161,7 +161,7 @@ for _ in $(seq 240); do
   if [ -z "$(squeue -h -j "$job" 2>/dev/null)" ]; then ended=1; break; fi
   sleep 0.5
 done
-grep -v '^step ' "$dir/jobs/kill.out" | sed 's/^/[kill] /' | head -30
+grep -v '\] step=' "$dir/jobs/kill.out" | sed 's/^/[kill] /' | head -30
 [ $ended -eq 1 ] || { fail "job $job still queued or running 120 s after the kills"; scancel "$job"; }
 grep -q "first srun exited 137" "$dir/jobs/kill.out" || fail "scancel: srun did not report the killed step (exit 137)"
 grep -q "tasks 0-1: Killed" "$dir/jobs/kill.out" || fail "scancel: srun did not name the killed tasks"
@@ -172,7 +172,7 @@ grep -q "gpt_train: error: .*rank" "$dir/jobs/kill.out" || fail "one task killed
 # 3, continued: the multi-step job.
 wait $steps_pid
 rc=$?
-grep -v '\] step \|^step ' "$dir/jobs/steps.out" | sed 's/^/[multi-step] /' | head -40
+grep -v '\] step=' "$dir/jobs/steps.out" | sed 's/^/[multi-step] /' | head -40
 [ $rc -eq 0 ] || fail "sbatch --wait of the multi-step job exited $rc: $(cat "$dir/jobs/steps.submit")"
 grep -q "gpt_train: done, 3 optimizer steps" "$dir/jobs/steps.out" || fail "multi-step: step 0 did not train"
 grep -q "resumed from .* at step 3" "$dir/jobs/steps.out" || fail "multi-step: step 1 did not resume"

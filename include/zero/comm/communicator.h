@@ -10,10 +10,13 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace zero {
+
+class CommsLog;
 
 enum class ReduceOp { kSum, kAvg, kMax };
 enum class Backend { kGloo, kNccl };
@@ -71,6 +74,15 @@ class Communicator {
   // not in `ranks`. Ranks are of this communicator; the new group's rank i is ranks[i]. Blocks
   // until the group is connected (TimeoutError otherwise). Call it from the issuing thread.
   virtual std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
+
+  // comms_logger: while a log is set, the backend's collective door records every collective
+  // of this communicator into it when it completes (nullptr: none, the default).
+  void set_comms_log(std::shared_ptr<CommsLog> log);
+  std::shared_ptr<CommsLog> comms_log() const;
+
+ private:
+  mutable std::mutex log_mutex_;
+  std::shared_ptr<CommsLog> comms_log_;
 };
 
 }  // namespace zero

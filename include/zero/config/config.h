@@ -200,6 +200,17 @@ struct CommsLoggerConfig {
   std::vector<std::string> prof_ops;
 };
 
+// DeepSpeed's flops_profiler: the forward of step profile_step, by operator and by module.
+struct FlopsProfilerConfig {
+  bool enabled = false;
+  double recompute_fwd_factor = 0.0;  // extra forward share recomputed in backward (checkpointing)
+  int64_t profile_step = 1;
+  int64_t module_depth = -1;  // -1: every depth
+  int64_t top_modules = 1;
+  bool detailed = true;
+  std::string output_file;  // "": stdout
+};
+
 struct AioConfig {
   int64_t block_size = 1048576;
   int64_t queue_depth = 8;
@@ -250,6 +261,7 @@ struct Config {
   MonitorConfig csv_monitor;
   MonitorConfig tensorboard;
   CommsLoggerConfig comms_logger;
+  FlopsProfilerConfig flops_profiler;
   AioConfig aio;
   DataTypesConfig data_types;
   ActivationCheckpointingConfig activation_checkpointing;

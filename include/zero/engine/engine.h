@@ -3,6 +3,7 @@
 #pragma once
 
 #include <zero/comm/communicator.h>
+#include <zero/comm/comms_log.h>
 #include <zero/config/config.h>
 #include <zero/engine/activation_checkpointing.h>
 #include <zero/error.h>
@@ -121,6 +122,20 @@ class Engine {
   // far, or at `samples`. Any rank may call it; rank 0's values are written (DeepSpeed's rule).
   void log_scalar(const std::string& name, double value);
   void log_scalar(const std::string& name, double value, int64_t samples);
+  // What the engine cannot see: tokens in one sample (for tokens/s) and the flops of one
+  // sample's forward + backward (for achieved TFLOPS; without it the flops profiler's measured
+  // forward x 3 is used once it ran). Either may be called any time; 0 clears.
+  void set_tokens_per_sample(int64_t tokens);
+  void set_flops_per_sample(double flops);
+  // The program's own field on the engine's progress line (every steps_per_print steps, rank
+  // 0), e.g. set_progress_field("epoch", "0.42"): shown as "epoch=0.42" until set again.
+  void set_progress_field(const std::string& name, const std::string& value);
+  // comms_logger: this rank's collectives so far in DeepSpeed's log_summary table, printed on
+  // rank 0 and returned ("" when comms_logger is off). Also printed when the engine is destroyed.
+  std::string comms_summary() const;
+  // comms_logger's records on this rank (nullptr when it is off).
+  const CommsLog* comms_log() const;
+
   // Collective: full copies of every trainable parameter (stage 3 gathers each block), keyed
   // by the first name under which the model registers it.
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();

@@ -7,12 +7,14 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 #include <type_traits>
 
 namespace zero {
 
 class Stage;
+class StepTimers;
 
 // Holds any module whose forward takes and returns one tensor. Without an engine, or at
 // stages 0-2, it is a plain pass-through. At stage 3: forward = gather (or take the prefetched
@@ -41,6 +43,9 @@ class ShardedImpl : public torch::nn::Module {
   // already bound to another live engine.
   void attach(Stage* stage, int unit);
   bool attached() const { return stage_ != nullptr; }
+  // Engine side: where the block adds the host time it waits for stage 3 gathers (nullptr:
+  // nowhere), and its name in the flops profiler's module scopes (its name in the model).
+  void observe(StepTimers* timers, const std::string& name);
   int unit() const { return unit_; }
   // Built under zero::Init: this rank's shards of the block's non-persistent layout groups, in
   // layout order, until the engine takes them (the parameters hold no memory meanwhile).
@@ -51,6 +56,8 @@ class ShardedImpl : public torch::nn::Module {
   torch::nn::AnyModule inner_;
   Stage* stage_ = nullptr;
   int unit_ = -1;
+  StepTimers* timers_ = nullptr;
+  std::string scope_name_ = "zero::module zero::Sharded";
   bool partitioned_ = false;
   std::vector<at::Tensor> shards_;
 };

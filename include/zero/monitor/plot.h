@@ -1,5 +1,6 @@
-// Curves of csv_monitor runs as one self-contained SVG (`zero plot`): a panel per event (loss,
-// lr, loss scale, grad norm, throughput first, then any other), every run overlaid in a colour.
+// Curves of csv_monitor runs as one self-contained SVG or HTML page (`zero plot`): panels for
+// loss, lr, loss scale, grad norm, throughput, time split, memory, then any other event; every
+// run overlaid in a colour.
 #pragma once
 
 #include <zero/monitor/csv_monitor.h>
@@ -22,5 +23,7 @@ PlotRun read_run(const std::string& dir, const std::string& label);
 
 // The SVG document. MonitorError when no run has any point.
 std::string render_svg(const std::vector<PlotRun>& runs);
+// One self-contained HTML page holding the same SVG inline (no script, no external file).
+std::string render_html(const std::vector<PlotRun>& runs);
 
 }  // namespace zero::monitor

@@ -1,0 +1,79 @@
+// StepTimers: where each optimizer step's wall time goes (DeepSpeed's fwd / bwd / bwd_inner /
+// bwd_allreduce / step timers, plus stage 3 gather waits and offload copies), per step and per
+// steps_per_print interval; wall_clock_breakdown's line with min/max over ranks.
+#pragma once
+
+#include <zero/comm/communicator.h>
+
+#include <c10/core/Device.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace zero {
+
+// The parts, in DeepSpeed's timer names. fwd, bwd and step tile the step's wall time: fwd is the
+// time outside the engine's calls (the program's forward, loss and data), bwd is backward()
+// (bwd_inner: autograd; bwd_allreduce: waiting for the reductions after it), step is step().
+// gather_wait (stage 3: host time in a block's gathers, in fwd and bwd) and offload_copy
+// (gradients copied to the offloaded optimizer as buckets land, in bwd) are parts of those.
+enum class TimerPart { kFwd, kBwd, kBwdInner, kBwdAllreduce, kStep, kGatherWait, kOffloadCopy };
+constexpr int kTimerParts = 7;
+const char* timer_name(TimerPart part);
+
+class StepTimers {
+ public:
+  using Clock = std::chrono::steady_clock;
+  StepTimers();
+
+  // The engine's call boundaries: enter() at the start of backward() / step() (the time since
+  // the last leave() is fwd), leave(part) at their end (the call's time goes to `part`).
+  void enter();
+  void leave(TimerPart part);
+  void add(TimerPart part, double ms) { step_[static_cast<int>(part)] += ms; }
+  // After an optimizer step: this step's parts and wall time become the last step's and are
+  // added to the interval.
+  void end_step();
+
+  double last(TimerPart part) const { return last_[static_cast<int>(part)]; }
+  double last_step_ms() const { return last_step_ms_; }
+  int64_t interval_steps() const { return interval_steps_; }
+
+  // Collective over `comm` (every rank calls it at the same step): the interval's means per
+  // step, as "time (ms) | fwd: 1.23 (1.01..1.50) | ..." with min..max over ranks in brackets,
+  // then a fresh interval. The returned line is rank 0's to print.
+  // `last_step` (the global step just finished) names the interval in the line.
+  std::string breakdown_line(Communicator& comm, const at::Device& device, int64_t last_step);
+
+ private:
+  Clock::time_point mark_;  // end of the last engine call
+  Clock::time_point call_start_;
+  Clock::time_point step_start_;
+  std::array<double, kTimerParts> step_{}, last_{}, interval_{};
+  double last_step_ms_ = 0, interval_step_ms_ = 0;
+  int64_t interval_steps_ = 0;
+};
+
+// Times a scope into a part of `timers` (nothing when timers is null).
+class ScopedPart {
+ public:
+  ScopedPart(StepTimers* timers, TimerPart part)
+      : timers_(timers), part_(part), start_(StepTimers::Clock::now()) {}
+  ~ScopedPart() {
+    if (timers_)
+      timers_->add(
+          part_,
+          std::chrono::duration<double, std::milli>(StepTimers::Clock::now() - start_).count());
+  }
+  ScopedPart(const ScopedPart&) = delete;
+  ScopedPart& operator=(const ScopedPart&) = delete;
+
+ private:
+  StepTimers* timers_;
+  TimerPart part_;
+  StepTimers::Clock::time_point start_;
+};
+
+}  // namespace zero
