@@ -33,6 +33,20 @@ OptimizerOptions optimizer_options(const OptimizerConfig& o) {
   return out;
 }
 
+namespace {
+
+// The keys an nvme device needs in zero_optimization.<section>.
+void check_nvme_keys(const char* section, const std::string& device, const std::string& nvme_path,
+                     int64_t buffer_count) {
+  if (device != "nvme") return;
+  ZERO_CHECK(!nvme_path.empty(), ConfigError, "zero_optimization.", section,
+             ".device is \"nvme\" but nvme_path is not set; give a directory on a local disk");
+  ZERO_CHECK(buffer_count >= 1, ConfigError, "zero_optimization.", section,
+             ".buffer_count must be >= 1 for nvme, got ", buffer_count);
+}
+
+}  // namespace
+
 void check_offload_config(const Config& c) {
   const ZeroOptimizationConfig& z = c.zero_optimization;
   const OffloadOptimizerConfig& oo = z.offload_optimizer;
@@ -43,12 +57,7 @@ void check_offload_config(const Config& c) {
                ": partial offload is not supported (only 1.0, the whole optimizer state)");
     ZERO_CHECK(!oo.super_offload, ConfigError,
                "zero_optimization.offload_optimizer.super_offload: not supported");
-    ZERO_CHECK(oo.device != "nvme" || !oo.nvme_path.empty(), ConfigError,
-               "zero_optimization.offload_optimizer.device is \"nvme\" but nvme_path is not set; "
-               "give a directory on a local disk");
-    ZERO_CHECK(oo.device != "nvme" || oo.buffer_count >= 1, ConfigError,
-               "zero_optimization.offload_optimizer.buffer_count must be >= 1 for nvme, got ",
-               oo.buffer_count);
+    check_nvme_keys("offload_optimizer", oo.device, oo.nvme_path, oo.buffer_count);
   }
   // Below stage 3 the parser warned that offload_param has no effect (as DeepSpeed ignores it).
   if (op.device != "none" && z.stage == 3) {
@@ -56,12 +65,7 @@ void check_offload_config(const Config& c) {
                "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
                "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
                "the offloaded shards (older DeepSpeed asserts the same)");
-    ZERO_CHECK(op.device != "nvme" || !op.nvme_path.empty(), ConfigError,
-               "zero_optimization.offload_param.device is \"nvme\" but nvme_path is not set; "
-               "give a directory on a local disk");
-    ZERO_CHECK(op.device != "nvme" || op.buffer_count >= 1, ConfigError,
-               "zero_optimization.offload_param.buffer_count must be >= 1 for nvme, got ",
-               op.buffer_count);
+    check_nvme_keys("offload_param", op.device, op.nvme_path, op.buffer_count);
     ZERO_CHECK(op.device != "nvme" || op.buffer_size >= 1, ConfigError,
                "zero_optimization.offload_param.buffer_size must be >= 1 for nvme, got ",
                op.buffer_size);

@@ -256,6 +256,10 @@ void FlatStage::on_grad(int param) {
     // no staging copy, and no staging buffer of the largest parameter's size.
     const bool whole = bucket.params.size() == 1 && grad.is_contiguous() &&
                        grad.scalar_type() == comm_dtype_ && grad.numel() == bucket.buffer.numel();
+    // At most one such gradient in flight: each is a whole parameter, larger than a bucket, and
+    // autograd's tensor lives until its reduction ends (two would hold two blocks' gradients
+    // beside the block that backward has gathered).
+    if (whole) finish_pending_holding_gradients();
     const int slot = acquire_slot(ps.bucket, /*use_staging=*/!whole);
     if (whole)
       slots_[slot].input = grad.reshape({-1});
@@ -271,6 +275,14 @@ void FlatStage::on_grad(int param) {
   if (reduce_now_ && options_.overlap_comm &&
       bs.arrived == static_cast<int>(layout_.buckets()[ps.bucket].params.size()))
     launch_bucket(ps.bucket);
+}
+
+void FlatStage::finish_pending_holding_gradients() {
+  auto holds = [this](const Pending& p) {
+    return p.slot >= 0 && slots_[p.slot].input.defined() &&
+           !slots_[p.slot].input.is_alias_of(slots_[p.slot].staging);
+  };
+  while (std::any_of(pending_.begin(), pending_.end(), holds)) finish_pending();
 }
 
 FlatStage::Slot FlatStage::new_slot() const {

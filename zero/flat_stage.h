@@ -107,6 +107,7 @@ class FlatStage : public Stage {
   int acquire_slot(int bucket, bool use_staging = true);
   void launch_bucket(int bucket);
   void finish_pending();                         // the oldest in-flight bucket
+  void finish_pending_holding_gradients();       // until no autograd gradient is in flight
   ShardRange bucket_in_shard(int bucket) const;  // the part of a bucket in this rank's shard
   void notify_grad_ready(int bucket);
   void find_unbucketed();

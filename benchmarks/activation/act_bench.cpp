@@ -129,8 +129,13 @@ int run(int argc, char** argv) {
   double fwd = 0, bwd = 0, opt = 0, loss_value = 0;
   int64_t step_peak_rss = 0, torch_peak = 0, rss_before_step = 0;
   zero::MemoryReport before_step;
+  // Times: the mean over the steps after the first (which records stage 3's order); the
+  // recompute counters are cumulative, so they are read as the difference over the same steps.
+  zero::ActivationCheckpointStats timed_from{};
+  const int timed_steps = std::max(1, steps - 1);
   for (int step = 0; step < steps; ++step) {
-    const bool measured = step == steps - 1;  // the first step records stage 3's order
+    const bool measured = step == steps - 1;  // memory: the last step
+    if (step == std::min(1, steps - 1)) timed_from = engine.activation_checkpointing()->stats();
     const gpt::Batch b = data.batch(step, 0, rank, world, micro, 1);
     zero::world_communicator()->barrier()->wait();
     if (measured) {
@@ -151,9 +156,10 @@ int run(int argc, char** argv) {
     t = Clock::now();
     engine.step();
     const double o = seconds_since(t);
+    if (step >= steps - timed_steps)
+      fwd += f / timed_steps, bwd += bk / timed_steps, opt += o / timed_steps;
     if (measured) {
       guard.reset();
-      fwd = f, bwd = bk, opt = o;
       loss_value = loss.item<double>();
       step_peak_rss = status_kib("VmHWM") * 1024;
       torch_peak = tracker->peak.load();
@@ -184,8 +190,9 @@ int run(int argc, char** argv) {
       static_cast<long long>(before_step.gathered_params_bytes),
       static_cast<long long>(m.peak_gathered_params_bytes),
       static_cast<long long>(a.peak_live_bytes), static_cast<long long>(a.peak_host_live_bytes),
-      static_cast<long long>(a.moved_bytes), a.recompute_seconds, a.forward_seconds, fwd, bwd, opt,
-      loss_value);
+      static_cast<long long>(a.moved_bytes),
+      (a.recompute_seconds - timed_from.recompute_seconds) / timed_steps,
+      (a.forward_seconds - timed_from.forward_seconds) / timed_steps, fwd, bwd, opt, loss_value);
   return 0;
 }
 

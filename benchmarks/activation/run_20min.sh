@@ -16,7 +16,7 @@ start=$(date +%s)
 # shellcheck disable=SC2086
 timeout --signal=TERM "${MINUTES}m" "$BUILD_DIR/bin/zerorun" --nproc_per_node 2 --master_port "$PORT" \
   "$BUILD_DIR/bin/gpt_train" --deepspeed_config examples/gpt/ds_config_gpt2_small.json \
-  --preset gpt2-small --checkpoint-activations --steps "$STEPS" --sample 200 $EXTRA 2>&1 | tee "$log" || true
+  --preset gpt2-small --checkpoint-activations --steps "$STEPS" --sample 60 $EXTRA 2>&1 | tee "$log" || true
 echo "---"
 echo "wall time: $(( $(date +%s) - start )) s (limit ${MINUTES} min)"
 grep -E '\] step=' "$log" | head -1

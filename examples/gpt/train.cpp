@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -35,7 +36,8 @@ constexpr const char* kUsage =
     "                 [--preset gpt2-small] [--n-layer L] [--n-head H] [--d-model D]\n"
     "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
     "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
-    "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)";
+    "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
+    "                 [--set KEY=VALUE ...]   (a ds_config value, as `zero config --set`)";
 
 struct Options {
   std::string data = ZERO_GPT_DEFAULT_DATA;
@@ -48,6 +50,7 @@ struct Options {
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
   int64_t sample = 0;                   // characters rank 0 prints after training
   double temperature = 0.8;             // of the sample; 0 = greedy
+  std::map<std::string, std::string> config_overrides;  // --set dotted.key=value
   gpt::GptConfig model;
 };
 
@@ -113,7 +116,12 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.model.context = number();
     else if (flag == "--preset")
       continue;  // applied above
-    else if (flag == "--dropout")
+    else if (flag == "--set") {
+      const size_t eq = value.find('=');
+      ZERO_CHECK(eq != std::string::npos && eq > 0, zero::UsageError,
+                 "--set: expected KEY=VALUE, got '", value, "'");
+      o.config_overrides[value.substr(0, eq)] = value.substr(eq + 1);
+    } else if (flag == "--dropout")
       o.model.dropout = real(1.0);
     else if (flag == "--sample")
       o.sample = number();
@@ -198,7 +206,7 @@ int train(int argc, char** argv) {
     if (o.checkpoint_activations) block = torch::nn::AnyModule(zero::Checkpointed(block));
     return torch::nn::AnyModule(zero::Sharded(block));
   });
-  zero::Engine engine = zero::initialize(model.ptr(), args.config_path);
+  zero::Engine engine = zero::initialize(model.ptr(), args.config_path, o.config_overrides);
 
   const zero::Config& config = engine.config();
 #if TORCH_VERSION_MAJOR < 2
