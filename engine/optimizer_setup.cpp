@@ -61,10 +61,12 @@ void check_offload_config(const Config& c) {
   }
   // Below stage 3 the parser warned that offload_param has no effect (as DeepSpeed ignores it).
   if (op.device != "none" && z.stage == 3) {
-    ZERO_CHECK(oo.device != "none", ConfigError,
-               "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
-               "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
-               "the offloaded shards (older DeepSpeed asserts the same)");
+    ZERO_CHECK(
+        oo.device != "none", ConfigError,
+        "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
+        "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
+        "the offloaded shards; DeepSpeed can keep the optimizer on the device instead, this build "
+        "cannot yet)");
     check_nvme_keys("offload_param", op.device, op.nvme_path, op.buffer_count);
     ZERO_CHECK(op.device != "nvme" || op.buffer_size >= 1, ConfigError,
                "zero_optimization.offload_param.buffer_size must be >= 1 for nvme, got ",
