@@ -66,7 +66,7 @@ void check_offload_config(const Config& c) {
         "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
         "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
         "the offloaded shards; DeepSpeed can keep the optimizer on the device instead, this build "
-        "cannot yet)");
+        "cannot yet");
     check_nvme_keys("offload_param", op.device, op.nvme_path, op.buffer_count);
     ZERO_CHECK(op.device != "nvme" || op.buffer_size >= 1, ConfigError,
                "zero_optimization.offload_param.buffer_size must be >= 1 for nvme, got ",
