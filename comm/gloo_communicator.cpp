@@ -337,16 +337,17 @@ WorkHandle GlooCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
 }
 
 WorkHandle GlooCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output,
-                                            ReduceOp op) {
+                                            ReduceOp op, InputUse use) {
   check_tensor(output, "reduce_scatter", "output");
   ZERO_CHECK(input.numel() == output.numel() * spec_.size, UsageError, "reduce_scatter: input has ",
              input.numel(), " elements; expected world_size (", spec_.size, ") x output (",
              output.numel(), ")");
-  return reduce_scatter_v(input, output, std::vector<int64_t>(spec_.size, output.numel()), op);
+  return reduce_scatter_v(input, output, std::vector<int64_t>(spec_.size, output.numel()), op, use);
 }
 
 WorkHandle GlooCommunicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
-                                              const std::vector<int64_t>& counts, ReduceOp op) {
+                                              const std::vector<int64_t>& counts, ReduceOp op,
+                                              InputUse use) {
   check_tensor(input, "reduce_scatter", "input");
   check_tensor(output, "reduce_scatter", "output");
   check_same_dtype(input, output, "reduce_scatter");
@@ -362,10 +363,10 @@ WorkHandle GlooCommunicator::reduce_scatter_v(const at::Tensor& input, at::Tenso
   const at::ScalarType dtype = input.scalar_type();
   const size_t es = dtype_bytes(dtype);
   ReduceFn fn = reduce_fn(dtype, op);
-  const void* in = input.data_ptr();
+  void* in = input.data_ptr();
   void* out = output.data_ptr();
   return issue("reduce_scatter", total * es, {input, output}, [=](uint32_t tag) {
-    ring_reduce_scatter(context_, in, out, counts, es, fn, tag, spec_.timeout, scratch_);
+    ring_reduce_scatter(context_, in, out, counts, es, fn, tag, spec_.timeout, use, scratch_);
     if (op == ReduceOp::kAvg) divide_inplace(out, counts[spec_.rank], dtype, spec_.size);
   });
 }

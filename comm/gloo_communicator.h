@@ -32,12 +32,14 @@ struct GlooGroupSpec {
 };
 
 // Reduce-scatter as a pipelined ring over Gloo unbound buffers: every rank sends and receives
-// (N-1)/N of the data. counts[r] elements (may be 0) land on rank r. `scratch` is grown as
-// needed and reused across calls.
-void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const void* input,
-                         void* output, const std::vector<int64_t>& counts, size_t element_bytes,
+// (N-1)/N of the data. counts[r] elements (may be 0) land on rank r. The partial sums are
+// formed in `input` itself (kConsume) or in a copy of it in `scratch` (kKeep); `scratch` also
+// holds a few segment-sized receive buffers, and is grown as needed and reused across calls.
+void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, void* input, void* output,
+                         const std::vector<int64_t>& counts, size_t element_bytes,
                          void (*reduce)(void*, const void*, const void*, size_t), uint32_t tag,
-                         std::chrono::milliseconds timeout, std::vector<char>& scratch);
+                         std::chrono::milliseconds timeout, InputUse use,
+                         std::vector<char>& scratch);
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -50,9 +52,11 @@ class GlooCommunicator final : public Communicator {
   Backend backend() const override { return Backend::kGloo; }
 
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
-  WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
+  WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                            InputUse use = InputUse::kKeep) override;
   WorkHandle reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
-                              const std::vector<int64_t>& counts, ReduceOp op) override;
+                              const std::vector<int64_t>& counts, ReduceOp op,
+                              InputUse use = InputUse::kKeep) override;
   WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) override;
   WorkHandle all_gather_v(const at::Tensor& input, at::Tensor& output,
                           const std::vector<int64_t>& counts) override;

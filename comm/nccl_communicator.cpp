@@ -253,7 +253,8 @@ class NcclCommunicator final : public Communicator {
                            nccl_dtype(t.scalar_type(), "all_reduce"), nccl_op(op), c, s);
     });
   }
-  WorkHandle reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op) override {
+  WorkHandle reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op,
+                            InputUse /*NCCL keeps it either way*/ = InputUse::kKeep) override {
     check(in, "reduce_scatter"), check(out, "reduce_scatter");
     ZERO_CHECK(in.numel() == out.numel() * state_->size && in.scalar_type() == out.scalar_type(),
                UsageError,
@@ -264,7 +265,8 @@ class NcclCommunicator final : public Communicator {
     });
   }
   WorkHandle reduce_scatter_v(const at::Tensor& in, at::Tensor& out,
-                              const std::vector<int64_t>& counts, ReduceOp op) override {
+                              const std::vector<int64_t>& counts, ReduceOp op,
+                              InputUse /*NCCL keeps it either way*/ = InputUse::kKeep) override {
     check(in, "reduce_scatter_v"), check(out, "reduce_scatter_v");
     std::vector<int64_t> offsets =
         check_counts(counts, in.numel(), out.numel(), "reduce_scatter_v");

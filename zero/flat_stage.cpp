@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <numeric>
 
 namespace zero::detail {
 
@@ -132,11 +133,14 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
     }
     // Stage 0 optimizes the whole buffer; the others this rank's shard.
     if (options_.stage == 0) compute_shard = b.flat;
-    b.master_is_alias = g.dtype == at::kFloat && !options_.offload_optimizer;
+    // With offload_param and the optimizer on the device, the master is the shard's only copy on
+    // the device: the parameter shard itself moves to the store.
+    const bool shard_leaves = options_.param_store && b.sharded_params;
+    b.master_is_alias = g.dtype == at::kFloat && !options_.offload_optimizer && !shard_leaves;
     if (b.master_is_alias)
       b.master = compute_shard;
     else if (!options_.offload_optimizer)
-      b.master = compute_shard.to(at::kFloat);
+      b.master = compute_shard.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
     b.compute_shard = compute_shard;
   }
 
@@ -146,7 +150,6 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   bucket_counts_.clear();
   for (size_t bi = 0; bi < lbuckets.size(); ++bi) {
     bucket_counts_.push_back(layout_.bucket_counts(static_cast<int>(bi)));
-    recv_numel_ = std::max(recv_numel_, bucket_counts_.back()[rank_]);
   }
 
   // Two staging buffers: one bucket fills while the previous one is reduced.
@@ -289,7 +292,6 @@ FlatStage::Slot FlatStage::new_slot() const {
   const auto opts = groups_[0].flat.options().dtype(comm_dtype_);
   Slot s;
   s.staging = at::empty({0}, opts);  // grown to the buckets that need it
-  s.recv = at::empty({std::max<int64_t>(recv_numel_, 1)}, opts);
   return s;
 }
 
@@ -337,21 +339,23 @@ void FlatStage::launch_bucket(int bucket) {
     if (!average_op_) view.mul_(pre_scale_);
     at::Tensor reduced = view.scalar_type() == comm_dtype_ ? view : view.to(comm_dtype_);
     WorkHandle work = comm_->all_reduce(reduced, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
-    pending_.push_back(Pending{bucket, -1, std::move(work), reduced, view});
+    pending_.push_back(Pending{bucket, -1, std::move(work), {}, reduced, view});
   } else {
     const int slot = acquire_slot(bucket);
     const auto& counts = bucket_counts_[bucket];
     at::Tensor input = slots_[slot].input;
-    at::Tensor output = slots_[slot].recv.narrow(0, 0, counts[rank_]);
+    // This rank's part is reduced in place, in its own chunk of the input (as NCCL's in-place
+    // reduce-scatter): no receive buffer beside the input.
+    const int64_t offset = std::accumulate(counts.begin(), counts.begin() + rank_, int64_t{0});
+    at::Tensor shard = input.narrow(0, offset, counts[rank_]);
     WorkHandle work;
-    if (world_ == 1) {
-      output.copy_(input);
-    } else {
+    if (world_ > 1) {
       if (!average_op_) input.mul_(pre_scale_);
-      work = comm_->reduce_scatter_v(input, output, counts,
-                                     average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
+      // The input is a staging buffer or autograd's gradient, both dropped after the reduction.
+      work = comm_->reduce_scatter_v(
+          input, shard, counts, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum, InputUse::kConsume);
     }
-    pending_.push_back(Pending{bucket, slot, std::move(work), {}, {}});
+    pending_.push_back(Pending{bucket, slot, std::move(work), shard, {}, {}});
   }
 }
 
@@ -369,9 +373,8 @@ void FlatStage::finish_pending() {
     const ShardRange r = layout_.bucket_shard_range(p.bucket, rank_);
     const int group = layout_.buckets()[p.bucket].group;
     if (!r.empty()) {
-      at::Tensor recv = slots_[p.slot].recv.narrow(0, 0, r.numel());
-      if (post_scale) recv.mul_(post_scale_);
-      groups_[group].grad_shard.narrow(0, r.begin, r.numel()).add_(recv);
+      if (post_scale) p.shard.mul_(post_scale_);
+      groups_[group].grad_shard.narrow(0, r.begin, r.numel()).add_(p.shard);
     }
     notify_grad_ready(p.bucket);
     slots_[p.slot].busy = false;
@@ -503,7 +506,7 @@ StageMemory FlatStage::memory() const {
     if (b.grad_shard.defined()) m.gradients_bytes += b.grad_shard.nbytes();
     if (!b.master_is_alias && b.master.defined()) m.master_params_bytes += b.master.nbytes();
   }
-  for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes() + s.recv.nbytes();
+  for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes();
   if (gather_in_.defined()) m.comm_buffers_bytes += gather_in_.nbytes();
   if (gather_out_.defined()) m.comm_buffers_bytes += gather_out_.nbytes();
   m.gathered_params_bytes = gathered_bytes_;

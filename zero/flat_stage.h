@@ -82,14 +82,14 @@ class FlatStage : public Stage {
  private:
   struct Slot {
     at::Tensor staging;  // gradient staging of the buckets that need it (grown on demand)
-    at::Tensor input;    // what the bucket's reduce-scatter reads: staging, or one gradient
-    at::Tensor recv;     // this rank's part after reduce-scatter
+    at::Tensor input;    // what the bucket's reduce-scatter consumes: staging, or one gradient
     bool busy = false;
   };
   struct Pending {
     int bucket;
     int slot;
     WorkHandle work;
+    at::Tensor shard;    // kReduceScatter: this rank's part, reduced in place in the slot's input
     at::Tensor reduced;  // kAllReduce: what the collective reduced in place
     at::Tensor target;   // kAllReduce: where the result belongs (reduced itself, or cast back)
   };
@@ -101,7 +101,7 @@ class FlatStage : public Stage {
 
   void on_grad(int param);
   void begin_implicit_pass(int param);  // implicit mode: a new pass starts with this gradient
-  Slot new_slot() const;                // staging + recv in the communication dtype
+  Slot new_slot() const;                // staging in the communication dtype
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
   // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
   int acquire_slot(int bucket, bool use_staging = true);
@@ -128,8 +128,7 @@ class FlatStage : public Stage {
   bool boundary_backward_ = true;  // this backward ends an accumulation
   GradReadyFn grad_ready_;
   std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
-  bool grads_zero_ = true;  // no backward since the gradient buffers were made or zeroed
-  int64_t recv_numel_ = 0;
+  bool grads_zero_ = true;        // no backward since the gradient buffers were made or zeroed
   int implicit_passes_ = 0;       // set_implicit_passes; 0: the caller starts passes
   int implicit_begun_ = 0;        // passes begun since the last boundary finished
   std::vector<uint8_t> arrived_;  // implicit mode: parameters seen in this pass

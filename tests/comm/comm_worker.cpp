@@ -82,23 +82,26 @@ void check_reduce_scatter(Communicator& c, at::ScalarType dt, const std::vector<
     if (k == r) offset = total;
     total += counts[k];
   }
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
-    at::Tensor in = rank_data(total, r, w).to(dt);
-    at::Tensor in_copy = in.clone();
-    at::Tensor out = at::full({counts[r]}, -7, at::TensorOptions().dtype(dt));  // poison
-    if (equal_api)
-      c.reduce_scatter(in, out, op)->wait();
-    else
-      c.reduce_scatter_v(in, out, counts, op)->wait();
-    at::Tensor base = rank_data(counts[r], 0, w, offset);
-    at::Tensor want = op == ReduceOp::kSum   ? base.mul(w).add(w * (w * (w - 1) / 2))
-                      : op == ReduceOp::kAvg ? base.add(w * (w - 1) / 2)
-                                             : base.add((w - 1) * w);
-    std::string what = std::string(equal_api ? "reduce_scatter " : "reduce_scatter_v ") +
-                       to_string(op) + " " + name(dt) + " count=" + std::to_string(counts[r]) +
-                       " total=" + std::to_string(total);
-    expect_equal(out, want.to(dt), what);
-    expect_equal(in, in_copy, what + " (input untouched)");
+  for (InputUse use : {InputUse::kKeep, InputUse::kConsume}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+      at::Tensor in = rank_data(total, r, w).to(dt);
+      at::Tensor in_copy = in.clone();
+      at::Tensor out = at::full({counts[r]}, -7, at::TensorOptions().dtype(dt));  // poison
+      if (equal_api)
+        c.reduce_scatter(in, out, op, use)->wait();
+      else
+        c.reduce_scatter_v(in, out, counts, op, use)->wait();
+      at::Tensor base = rank_data(counts[r], 0, w, offset);
+      at::Tensor want = op == ReduceOp::kSum   ? base.mul(w).add(w * (w * (w - 1) / 2))
+                        : op == ReduceOp::kAvg ? base.add(w * (w - 1) / 2)
+                                               : base.add((w - 1) * w);
+      std::string what = std::string(equal_api ? "reduce_scatter " : "reduce_scatter_v ") +
+                         to_string(op) + " " + name(dt) + " count=" + std::to_string(counts[r]) +
+                         " total=" + std::to_string(total) +
+                         (use == InputUse::kKeep ? " keep" : " consume");
+      expect_equal(out, want.to(dt), what);
+      if (use == InputUse::kKeep) expect_equal(in, in_copy, what + " (input untouched)");
+    }
   }
 }
 

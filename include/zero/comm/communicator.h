@@ -20,6 +20,11 @@ class CommsLog;
 
 enum class ReduceOp { kSum, kAvg, kMax };
 enum class Backend { kGloo, kNccl };
+// What a reduce-scatter may do to its input. kConsume lets the backend use the input as the
+// reduction's workspace (its contents are unspecified afterwards): Gloo's ring then needs no
+// receive buffers of a chunk's size, only a few 1 MiB segments. kKeep leaves the input as it
+// was; on Gloo that costs a copy of it. NCCL keeps the input either way.
+enum class InputUse { kKeep, kConsume };
 
 const char* to_string(ReduceOp op);
 const char* to_string(Backend backend);
@@ -55,11 +60,13 @@ class Communicator {
   // (rounded once to the dtype; integers truncate toward zero).
   virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
   // input.numel() == world_size * output.numel(); rank r receives op over chunk r.
-  virtual WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
+  virtual WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                                    InputUse use = InputUse::kKeep) = 0;
   // Uneven shards: input.numel() == sum(counts); rank r receives counts[r] elements,
   // the reduction of input[offset_r, offset_r + counts[r]). counts[r] may be 0.
   virtual WorkHandle reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
-                                      const std::vector<int64_t>& counts, ReduceOp op) = 0;
+                                      const std::vector<int64_t>& counts, ReduceOp op,
+                                      InputUse use = InputUse::kKeep) = 0;
   // output.numel() == world_size * input.numel(); rank r's input lands in chunk r.
   virtual WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) = 0;
   // Uneven: input.numel() == counts[rank]; output.numel() == sum(counts).
