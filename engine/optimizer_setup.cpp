@@ -1,6 +1,6 @@
 // Optimizer and parameter-store construction from the ds_config, offload included. The offload
-// checks follow DeepSpeed's rules (offload needs a ZeRO stage; offload_param only at stage 3,
-// with offload_optimizer) with our wording, and refuse what would change the math that we have
+// checks follow DeepSpeed's rules (offload needs a ZeRO stage; offload_param only at stage 3)
+// with our wording, and refuse what would change the math that we have
 // not built (ratio, super_offload).
 #include "optimizer_setup.h"
 
@@ -61,12 +61,6 @@ void check_offload_config(const Config& c) {
   }
   // Below stage 3 the parser warned that offload_param has no effect (as DeepSpeed ignores it).
   if (op.device != "none" && z.stage == 3) {
-    ZERO_CHECK(
-        oo.device != "none", ConfigError,
-        "zero_optimization.offload_param needs offload_optimizer (device \"cpu\" or "
-        "\"nvme\"): the offloaded optimizer writes the updated parameters straight into "
-        "the offloaded shards; DeepSpeed can keep the optimizer on the device instead, this build "
-        "cannot yet");
     check_nvme_keys("offload_param", op.device, op.nvme_path, op.buffer_count);
     ZERO_CHECK(op.device != "nvme" || op.buffer_size >= 1, ConfigError,
                "zero_optimization.offload_param.buffer_size must be >= 1 for nvme, got ",

@@ -68,9 +68,6 @@ Stage3::~Stage3() {
 }
 
 void Stage3::move_shards_to_store() {
-  ZERO_CHECK(options_.offload_optimizer, ConfigError,
-             "zero_optimization.offload_param needs offload_optimizer (cpu or nvme): the offloaded "
-             "optimizer writes the updated parameters straight into the offloaded shards");
   ParamStore& store = *options_.param_store;
   std::vector<int64_t> numels(groups_.size(), 0);
   c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -89,6 +86,24 @@ void Stage3::move_shards_to_store() {
     store.write(static_cast<int>(g), 0, b.param_shard.to(at::kCPU).contiguous());
     b.param_shard = at::Tensor();  // now a staging buffer, made for each gather
     b.compute_shard = at::Tensor();
+  }
+  store.flush();
+}
+
+void Stage3::write_masters_to_store() {
+  ParamStore& store = *options_.param_store;
+  // Pieces of about a bucket, so the store's write buffers stay small (a multiple of its
+  // alignment: every piece but a group's last starts aligned).
+  const int64_t align = store.write_align_numel();
+  const int64_t piece = std::max<int64_t>(align, (int64_t{1} << 20) / align * align);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const GroupBuffers& b = groups_[g];
+    if (!b.sharded_params) continue;
+    const int64_t n = b.master.numel();
+    for (int64_t begin = 0; begin < n; begin += piece) {
+      const at::Tensor values = b.master.narrow(0, begin, std::min(piece, n - begin));
+      store.write(static_cast<int>(g), begin, values.to(at::kCPU, store.dtype()));
+    }
   }
   store.flush();
 }
@@ -291,7 +306,10 @@ StageMemory Stage3::memory() const {
 void Stage3::publish_parameters() {
   for (size_t g = 0; g < groups_.size(); ++g)
     if (!groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
-  // Sharded groups: the optimizer wrote the new values into param_shard (param16).
+  // Sharded groups: the optimizer wrote the new values into param_shard (param16), or into the
+  // parameter store itself (offloaded optimizer); an optimizer on the device updated only the
+  // master, which goes to the store here.
+  if (options_.param_store && !options_.offload_optimizer) write_masters_to_store();
   release(0);
   finish_gather(0);
 }

@@ -37,6 +37,8 @@ class Stage3 : public FlatStage {
   StageMemory memory() const override;
 
  private:
+  // offload_param with the optimizer on the device: the updated masters into the store.
+  void write_masters_to_store();
   struct Unit {
     std::string name;
     std::vector<int> groups;  // non-persistent layout groups of this unit

@@ -61,6 +61,8 @@ std::vector<ResumeCase> resume_cases() {
   // Offloaded parameter shards: saved through the masters, refilled from the loaded ones.
   out.push_back({3, "fp16", "cpu", "cpu"});
   out.push_back({3, "bf16", "nvme", "nvme"});
+  // Offloaded parameter shards with the optimizer on the device (fp16: a skipped step too).
+  out.push_back({3, "fp16", "", "nvme"});
   return out;
 }
 
@@ -83,16 +85,14 @@ ParsedConfig resume_config(const ResumeCase& rc, int world) {
   if (rc.precision == "fp16")
     c.extra_top =
         R"(, "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8, "loss_scale_window": 2, "hysteresis": 2, "min_loss_scale": 1})";
-  const std::string offload =
-      rc.offload.empty()
-          ? ""
-          : zero::detail::str(R"(, "sub_group_size": 200, "offload_optimizer": {"device": ")",
-                              rc.offload, R"(", "nvme_path": ")", swap_dir(),
-                              R"(", "pipeline_read": true, "pipeline_write": true})",
-                              rc.params.empty() ? "" : R"(, "offload_param": {"device": ")",
-                              rc.params, rc.params.empty() ? "" : R"(", "nvme_path": ")",
-                              rc.params.empty() ? "" : swap_dir(),
-                              rc.params.empty() ? "" : R"(", "max_in_cpu": 0})");
+  std::string offload;
+  if (!rc.offload.empty())
+    offload = zero::detail::str(R"(, "sub_group_size": 200, "offload_optimizer": {"device": ")",
+                                rc.offload, R"(", "nvme_path": ")", swap_dir(),
+                                R"(", "pipeline_read": true, "pipeline_write": true})");
+  if (!rc.params.empty())
+    offload += zero::detail::str(R"(, "offload_param": {"device": ")", rc.params,
+                                 R"(", "nvme_path": ")", swap_dir(), R"(", "max_in_cpu": 0})");
   return parse(config_json(c, world, offload), world);
 }
 

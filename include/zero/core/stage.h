@@ -42,7 +42,8 @@ struct StageOptions {
   // the stage allocates none; OptimizerShard::master is then undefined.
   bool offload_optimizer = false;
   // offload_param (stage 3): where the parameter shards live between gathers; null: on the
-  // device with the rest of the stage. Needs offload_optimizer (the optimizer writes into it).
+  // device with the rest of the stage. An offloaded optimizer writes the updated values into it;
+  // an optimizer on the device keeps an fp32 master there, which the stage writes into it.
   std::shared_ptr<ParamStore> param_store;
 };
 
