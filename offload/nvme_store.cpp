@@ -1,8 +1,8 @@
 // StateStore on NVMe (ZeRO-Infinity): the master and moments of every sub-group live in one
 // swap file under nvme_path/<job id>/rank<N>/, [master | exp_avg | exp_avg_sq] per sub-group,
 // each part aligned for O_DIRECT. Host memory holds buffer_count sub-group buffers: a pass reads
-// sub-groups k+1 .. k+buffer_count-1 ahead (pipeline_read) and writes k-1 back (pipeline_write)
-// while Adam runs on k.
+// sub-groups k+1 .. k+buffer_count-1 ahead as their buffers come free (pipeline_read) and writes
+// k-1 back (pipeline_write) while Adam runs on k.
 #include "state_store.h"
 
 #include <zero/error.h>
@@ -63,10 +63,7 @@ class NvmeStore : public StateStore {
     Slot& slot = read_into_slot(k);
     aio_.wait(*slot.read);
     slot.read.reset();
-    // Read ahead into every other buffer: buffer_count - 1 sub-groups in flight.
-    if (options_.pipeline_read)
-      for (size_t next = k + 1; next < std::min(sub_groups_.size(), k + slots_.size()); ++next)
-        read_into_slot(next);
+    read_ahead(k);
     return views(k, slot);
   }
 
@@ -77,6 +74,7 @@ class NvmeStore : public StateStore {
       aio_.wait(*slot.write);
       slot.write.reset();
     }
+    read_ahead(k);  // a buffer whose write finished during Adam on k is free now
   }
 
   void finish() override {
@@ -152,6 +150,20 @@ class NvmeStore : public StateStore {
     slot.read.reset();
     slot.holds.reset();
     return slot;
+  }
+
+  // pipeline_read: reads of the sub-groups after k into the other buffers, in order, as far as
+  // buffers are free. A buffer still being written back (sub-group k-1's, just issued) is left
+  // for a later call instead of waited for: waiting here would hold Adam on k until that write
+  // finished, and writes would never overlap the compute.
+  void read_ahead(size_t k) {
+    if (!options_.pipeline_read) return;
+    for (size_t next = k + 1; next < std::min(sub_groups_.size(), k + slots_.size()); ++next) {
+      const Slot& slot = slots_[next % slots_.size()];
+      if (slot.holds == next) continue;
+      if (slot.write && !aio_.is_completed(*slot.write)) return;
+      read_into_slot(next);
+    }
   }
 
   // Issues the read of sub-group k into its buffer (once); the caller waits on slot.read.

@@ -105,21 +105,16 @@ double mib(int64_t bytes) {
 // live parameters.
 std::string config_json(const Options& o) {
   const int64_t block_numel = o.width * o.width + o.width;
-  const std::string offload =
-      o.offload == "none"
-          ? ""
-          : detail::str(R"(, "offload_optimizer": {"device": ")", o.offload, R"(", "nvme_path": ")",
-                        o.nvme_path, R"(", "pipeline_read": )", o.pipeline ? "true" : "false",
-                        R"(, "pipeline_write": )", o.pipeline ? "true" : "false",
-                        R"(, "buffer_count": )", o.buffer_count, "}",
-                        o.params_offload == "none" ? "" : R"(, "offload_param": {"device": ")",
-                        o.params_offload == "none" ? "" : o.params_offload,
-                        o.params_offload == "none" ? "" : R"(", "nvme_path": ")",
-                        o.params_offload == "none" ? "" : o.nvme_path,
-                        o.params_offload == "none"
-                            ? std::string()
-                            : detail::str(R"(", "max_in_cpu": 0, "buffer_count": 2, )",
-                                          R"("buffer_size": )", block_numel, "}"));
+  std::string offload;
+  if (o.offload != "none")
+    offload = detail::str(
+        R"(, "offload_optimizer": {"device": ")", o.offload, R"(", "nvme_path": ")", o.nvme_path,
+        R"(", "pipeline_read": )", o.pipeline ? "true" : "false", R"(, "pipeline_write": )",
+        o.pipeline ? "true" : "false", R"(, "buffer_count": )", o.buffer_count, "}");
+  if (o.params_offload != "none")
+    offload += detail::str(
+        R"(, "offload_param": {"device": ")", o.params_offload, R"(", "nvme_path": ")", o.nvme_path,
+        R"(", "max_in_cpu": 0, "buffer_count": 2, "buffer_size": )", block_numel, "}");
   return detail::str(
       R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "steps_per_print": 1000,
           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},)",
