@@ -134,8 +134,9 @@ void Stage3::start_gather(int unit) {
     allocate_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
     if (options_.param_store) {
       // Offloaded: the shard goes through a device buffer, kept until the gather finishes.
-      b.param_shard = options_.param_store->acquire(gi).to(b.flat.device(), /*non_blocking=*/false,
-                                                           /*copy=*/true);
+      const at::Tensor stored = options_.param_store->acquire(gi);
+      b.param_shard = shard_buffer(stored.numel(), b.flat.options());
+      b.param_shard.copy_(stored);
       options_.param_store->release(gi);
     }
     if (world_ == 1)
@@ -147,6 +148,18 @@ void Stage3::start_gather(int unit) {
   live_numel_ += u.numel;
   ++gathers_;
   u.state = UnitState::kGathering;
+}
+
+at::Tensor Stage3::shard_buffer(int64_t numel, const at::TensorOptions& options) {
+  for (const at::Tensor& b : shard_buffers_)  // held by nothing but this list
+    if (b.storage().use_count() == 1 && b.numel() >= numel && b.scalar_type() == options.dtype() &&
+        b.device() == options.device())
+      return b.narrow(0, 0, numel);
+  int64_t largest = numel;  // every buffer fits any shard
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].sharded_params) largest = std::max(largest, layout_.groups()[g].shard_numel);
+  shard_buffers_.push_back(at::empty({largest}, options));
+  return shard_buffers_.back().narrow(0, 0, numel);
 }
 
 void Stage3::finish_gather(int unit) {
@@ -300,6 +313,7 @@ StageMemory Stage3::memory() const {
   StageMemory m = FlatStage::memory();
   m.unit_gathers = gathers_;
   if (options_.param_store) m.offloaded_params = options_.param_store->memory();
+  for (const at::Tensor& b : shard_buffers_) m.comm_buffers_bytes += b.nbytes();
   return m;
 }
 

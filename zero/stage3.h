@@ -78,6 +78,11 @@ class Stage3 : public FlatStage {
   int64_t live_numel_ = 0;    // gathered or gathering, kept units included
   int64_t gathers_ = 0;       // start_gather transitions so far
   bool warned_live_ = false;
+  // offload_param: device buffers the shards are copied into for their gathers, reused (a buffer
+  // is free again when no gather holds it). Allocating one per gather made glibc keep freed
+  // buffers of that size in its heap, up to tens of MiB per rank.
+  std::vector<at::Tensor> shard_buffers_;
+  at::Tensor shard_buffer(int64_t numel, const at::TensorOptions& options);
 };
 
 }  // namespace zero::detail
