@@ -313,7 +313,11 @@ StageMemory Stage3::memory() const {
   StageMemory m = FlatStage::memory();
   m.unit_gathers = gathers_;
   if (options_.param_store) m.offloaded_params = options_.param_store->memory();
+  // A gather in flight holds a view of one of these buffers as param_shard: counted once, here.
   for (const at::Tensor& b : shard_buffers_) m.comm_buffers_bytes += b.nbytes();
+  if (options_.param_store)
+    for (const GroupBuffers& b : groups_)
+      if (b.sharded_params && b.param_shard.defined()) m.parameters_bytes -= b.param_shard.nbytes();
   return m;
 }
 
