@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "flops_profiler.h"
-#include "monitoring.h"
-#include "step_timers.h"
+#include "observe/flops_profiler.h"
+#include "observe/monitoring.h"
+#include "observe/step_timers.h"
 
 namespace zero {
 

@@ -4,7 +4,7 @@
 // not built (ratio, super_offload).
 #include "optimizer_setup.h"
 
-#include "checkpoint_io.h"
+#include "save_load/io.h"
 
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/error.h>

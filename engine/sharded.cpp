@@ -8,8 +8,8 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "flops_profiler.h"
-#include "step_timers.h"
+#include "observe/flops_profiler.h"
+#include "observe/step_timers.h"
 
 namespace zero {
 namespace {

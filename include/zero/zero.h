@@ -11,10 +11,10 @@
 #include <zero/kernels/math.h>
 #include <zero/core/layout.h>
 #include <zero/core/stage.h>
-#include <zero/engine/activation_checkpointing.h>
+#include <zero/engine/activation/activation_checkpointing.h>
 #include <zero/engine/args.h>
-#include <zero/engine/checkpointed.h>
-#include <zero/engine/distributed_optimizer.h>
+#include <zero/engine/activation/checkpointed.h>
+#include <zero/engine/horovod/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
 #include <zero/engine/lr_schedule.h>

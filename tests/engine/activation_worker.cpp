@@ -5,7 +5,7 @@
 // `--suite stage3`: stage 3 only. Also checks the engine's activation and stage 3 accounting.
 #include "worker_util.h"
 
-#include <zero/engine/checkpointed.h>
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/sharded.h>
 

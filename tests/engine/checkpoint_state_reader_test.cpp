@@ -1,6 +1,6 @@
 // StateReader, the load's way into the state tensors: straight into contiguous fp32 CPU memory,
 // and chunk by chunk through staging for other dtypes and strides, across two rank files.
-#include "checkpoint_read.h"
+#include "save_load/read.h"
 
 #include <zero/checkpoint/manifest.h>
 #include <zero/checkpoint/safetensors.h>

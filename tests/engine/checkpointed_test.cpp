@@ -1,7 +1,7 @@
 // zero::Checkpointed and zero::checkpoint without an engine: the example GPT with dropout gives
 // bitwise the gradients (and random stream) of the run without checkpoints, in fp32 and bf16;
 // the counters, the function form, evaluation mode and misuse.
-#include <zero/engine/checkpointed.h>
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/error.h>
 
 #include <catch2/catch.hpp>

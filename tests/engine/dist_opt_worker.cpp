@@ -2,7 +2,7 @@
 // and a user subclass equals the plain optimizer on the global batch; broadcasts; allreduce.
 #include "worker_util.h"
 
-#include <zero/engine/distributed_optimizer.h>
+#include <zero/engine/horovod/distributed_optimizer.h>
 
 #include <torch/torch.h>
 

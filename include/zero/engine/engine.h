@@ -5,7 +5,7 @@
 #include <zero/comm/communicator.h>
 #include <zero/comm/comms_log.h>
 #include <zero/config/config.h>
-#include <zero/engine/activation_checkpointing.h>
+#include <zero/engine/activation/activation_checkpointing.h>
 #include <zero/error.h>
 
 #include <ATen/core/Tensor.h>

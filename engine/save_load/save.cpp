@@ -1,8 +1,8 @@
 // Engine::save_checkpoint and save_16bit_model: every rank writes its layout shard of the fp32
 // masters and optimizer states into a temporary directory; once all files are fsynced the
 // writer rank adds the manifest, renames the directory into place and then replaces `latest`.
-#include "checkpoint_io.h"
-#include "checkpoint_state.h"
+#include "save_load/io.h"
+#include "save_load/state.h"
 
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/checkpoint/progress.h>

@@ -2,7 +2,7 @@
 // the engine's settings and counters, and settings that cannot act on this run are reported.
 #include "engine_impl.h"
 
-#include <zero/engine/checkpointed.h>
+#include <zero/engine/activation/checkpointed.h>
 
 #include <spdlog/spdlog.h>
 

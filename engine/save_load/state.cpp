@@ -1,6 +1,6 @@
 // The mapping between layout shards and checkpoint pieces, and the names and hashes that the
 // manifest records.
-#include "checkpoint_state.h"
+#include "save_load/state.h"
 
 #include <zero/config/config.h>
 

@@ -1,6 +1,6 @@
 // EngineMonitors and Engine::log_scalar: the engine's events in DeepSpeed's names and x axis
 // (samples trained so far), written by rank 0 to the monitors of monitor/.
-#include "monitoring.h"
+#include "observe/monitoring.h"
 
 #include <zero/monitor/csv_monitor.h>
 #include <zero/monitor/tensorboard.h>

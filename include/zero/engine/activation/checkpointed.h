@@ -2,7 +2,7 @@
 // block's input in forward and recompute the block in backward, with the forward's RNG state.
 #pragma once
 
-#include <zero/engine/activation_checkpointing.h>
+#include <zero/engine/activation/activation_checkpointing.h>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>

@@ -1,6 +1,6 @@
 // zero::checkpoint and zero::Checkpointed: an autograd Function whose forward runs the block
 // without a graph and saves its input and RNG state; its backward recomputes and back-propagates.
-#include <zero/engine/checkpointed.h>
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/error.h>
 #include <zero/offload/offload_optimizer.h>
 

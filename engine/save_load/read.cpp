@@ -1,6 +1,6 @@
 // StateReader (see checkpoint_read.h): pread into the tensor itself, or chunk by chunk through
 // a staging buffer for other dtypes, devices and strides.
-#include "checkpoint_read.h"
+#include "save_load/read.h"
 
 #include <zero/error.h>
 

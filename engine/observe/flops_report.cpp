@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "flops_profiler.h"
+#include "observe/flops_profiler.h"
 
 namespace zero {
 

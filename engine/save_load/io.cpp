@@ -1,5 +1,5 @@
 // The checkpoint code's small collectives (see checkpoint_io.h).
-#include "checkpoint_io.h"
+#include "save_load/io.h"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,6 @@
 // StepTimers: per-step and per-interval sums of the step's parts, and wall_clock_breakdown's
 // line (interval means, min and max over ranks through one all-reduce).
-#include "step_timers.h"
+#include "observe/step_timers.h"
 
 #include <ATen/ATen.h>
 

@@ -3,7 +3,7 @@
 // allreduce for metrics.
 #include "world_setup.h"
 
-#include <zero/engine/distributed_optimizer.h>
+#include <zero/engine/horovod/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/error.h>
 

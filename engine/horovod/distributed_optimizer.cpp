@@ -4,7 +4,7 @@
 
 #include <zero/config/config.h>
 #include <zero/core/stage.h>
-#include <zero/engine/distributed_optimizer.h>
+#include <zero/engine/horovod/distributed_optimizer.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>

@@ -2,9 +2,9 @@
 // then each rank reads the element ranges its own optimizer shard holds (whatever world size
 // and stage saved them) straight into its state tensors, refreshes its 16-bit copy, reads or
 // publishes the full parameters and restores the counters, schedule, loss scaler and RNG.
-#include "checkpoint_io.h"
-#include "checkpoint_read.h"
-#include "checkpoint_state.h"
+#include "save_load/io.h"
+#include "save_load/read.h"
+#include "save_load/state.h"
 
 #include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/reader.h>

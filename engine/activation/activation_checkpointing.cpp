@@ -1,6 +1,6 @@
 // ActivationCheckpointing: the counters every checkpoint of one engine reports to (bytes saved,
 // where, copies, recompute times), behind one mutex.
-#include <zero/engine/activation_checkpointing.h>
+#include <zero/engine/activation/activation_checkpointing.h>
 
 #include <algorithm>
 #include <cstdio>

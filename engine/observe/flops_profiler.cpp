@@ -1,7 +1,7 @@
 // FlopsProfiler: a thread-local RecordFunction callback (inputs recorded, so shapes are known)
 // that counts each aten operator's flops with DeepSpeed's formulas, and the module scopes that
 // zero::Sharded opens around its blocks. Works with LibTorch 1.13 and 2.x (same callback API).
-#include "flops_profiler.h"
+#include "observe/flops_profiler.h"
 
 #include <ATen/record_function.h>
 
