@@ -20,7 +20,7 @@
 #endif
 
 #include <zero/engine/args.h>
-#include <zero/engine/checkpointed.h>
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
