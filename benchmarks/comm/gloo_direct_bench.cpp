@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   attr.hostname = "127.0.0.1";
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   // New-style algorithms on one context; the old-style ReduceScatterHalvingDoubling on its own
-  // connections (ARCHITECTURE.md: mixing older algorithms on a connection can stall).
+  // connections (docs/design.md: mixing older algorithms on a connection can stall).
   auto connect = [&](const std::string& prefix) {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, w);
     Store store(tcp, prefix);

@@ -49,7 +49,7 @@ run_one() {
     }' "$log" >"$log_dir/result"
 }
 
-# ZeRO paper, Adam, bytes per rank (ARCHITECTURE.md): fp32 params+grads+moments 4+4+8 (the
+# ZeRO paper, Adam, bytes per rank (docs/design.md): fp32 params+grads+moments 4+4+8 (the
 # params are the master); bf16 params+grads 2+2, fp32 master + moments 12 for the shard (stage
 # 0: fp32 gradients, DeepSpeed's default without ZeRO).
 formula() {

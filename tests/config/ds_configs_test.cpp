@@ -1,9 +1,11 @@
-// Our verdict on every real-world ds_config in ../shared/ds_configs: accepted with the key
+// Our verdict on every real-world ds_config in tests/data/ds_configs: accepted with the key
 // resolved values at world size 8, or rejected naming the right key and line.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -144,12 +146,26 @@ const std::vector<Verdict> kVerdicts = {
     ok("58_baichuan2_ds_config.json", {{kMicro, "2"}}, 3, "fp32", "none", "none", "", 0, 16, 2, 1),
 };
 
+// The real configs are in the repository (tests/data/ds_configs, each with its source in
+// PROVENANCE.tsv); ZERO_DS_CONFIGS_DIR in the environment points at another set.
 std::filesystem::path configs_dir() {
-#ifdef ZERO_DS_CONFIGS_DIR
-  if (std::filesystem::is_directory(ZERO_DS_CONFIGS_DIR)) return ZERO_DS_CONFIGS_DIR;
-#endif
   if (const char* env = std::getenv("ZERO_DS_CONFIGS_DIR")) return env;
-  return {};
+  return ZERO_DS_CONFIGS_DIR;
+}
+
+// PROVENANCE.tsv: file, repository, commit, path, licence, notes.
+std::map<std::string, std::vector<std::string>> provenance(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "PROVENANCE.tsv");
+  std::map<std::string, std::vector<std::string>> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream fields(line);
+    for (std::string cell; std::getline(fields, cell, '\t');) cells.push_back(cell);
+    if (!cells.empty()) rows[cells[0]] = cells;
+  }
+  return rows;
 }
 
 bool names(const std::vector<zero::ConfigDiagnostic>& diagnostics, const std::string& path,
@@ -161,7 +177,7 @@ bool names(const std::vector<zero::ConfigDiagnostic>& diagnostics, const std::st
 
 }  // namespace
 
-TEST_CASE("every file in shared/ds_configs has a verdict, and every verdict a file") {
+TEST_CASE("every file in tests/data/ds_configs has a verdict, and every verdict a file") {
   std::filesystem::path dir = configs_dir();
   INFO("ds_configs directory: '" << dir.string()
                                  << "' (set ZERO_DS_CONFIGS_DIR when it is elsewhere)");
@@ -178,6 +194,24 @@ TEST_CASE("every file in shared/ds_configs has a verdict, and every verdict a fi
   CHECK(files.size() >= 40);
   CHECK(files == judged);
   CHECK(files == unconditioned);  // each file is also judged as written
+}
+
+TEST_CASE("every real config names its repository, commit, path and licence") {
+  std::filesystem::path dir = configs_dir();
+  const auto rows = provenance(dir);
+  std::set<std::string> files, listed;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") files.insert(e.path().filename().string());
+  for (const auto& [file, cells] : rows) {
+    listed.insert(file);
+    INFO(file);
+    REQUIRE(cells.size() >= 5);
+    CHECK(cells[1].find('/') != std::string::npos);  // owner/name
+    CHECK(cells[2].size() == 40);                     // a full commit id
+    CHECK(!cells[3].empty());
+    CHECK(!cells[4].empty());
+  }
+  CHECK(files == listed);
 }
 
 TEST_CASE("verdicts on the real-world ds_configs") {

@@ -17,7 +17,7 @@ const MemoryEstimateRow& find(const std::vector<MemoryEstimateRow>& rows, int st
 }
 }  // namespace
 
-TEST_CASE("zero_model_state_bytes: ARCHITECTURE.md formulas") {
+TEST_CASE("zero_model_state_bytes: the ZeRO paper's formulas (docs/design.md)") {
   for (int n : {1, 2, 3, 4, 8}) {
     const int64_t psi = 1200 * 7;  // divisible by every n above
     // mixed precision: 16P; 4P + 12P/N; 2P + 14P/N; 16P/N

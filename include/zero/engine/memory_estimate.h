@@ -1,5 +1,5 @@
 // Model-state memory per device and per host for ZeRO stages 0-3 with and without CPU offload:
-// the ZeRO paper's accounting (ARCHITECTURE.md) plus DeepSpeed's estimators for comparison.
+// the ZeRO paper's accounting (docs/design.md) plus DeepSpeed's estimators for comparison.
 #pragma once
 
 #include <cstdint>
