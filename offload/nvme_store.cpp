@@ -136,6 +136,7 @@ class NvmeStore : public StateStore {
 
  private:
   struct Slot {
+    explicit Slot(AlignedBuffer b) : buffer(std::move(b)) {}  // nothing in flight, holds nothing
     AlignedBuffer buffer;
     std::optional<AioEngine::Ticket> read, write;  // in flight on this buffer
     std::optional<size_t> holds;                   // the sub-group read (or being read) into it

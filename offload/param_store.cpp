@@ -175,6 +175,7 @@ class NvmeParamStore : public ParamStoreBase {
 
  private:
   struct Slot {
+    explicit Slot(AlignedBuffer b) : buffer(std::move(b)) {}  // nothing in flight, holds nothing
     AlignedBuffer buffer;
     std::optional<int> holds;  // the group read (or being read) into it
     std::optional<AioEngine::Ticket> read;

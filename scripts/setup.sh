@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache git
+  mold  # the linker CMake picks when present (cmake/ZeroBuildSpeed.cmake)
   libtorch-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   openmpi-bin openssh-server openssh-client procps psmisc pdsh
   clang libclang-rt-14-dev

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include <cpuid.h>
+
 #if defined(ZERO_HAS_CUDA)
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -41,7 +43,8 @@ std::string simd_level() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = "AVX2+FMA";
   if (__builtin_cpu_supports("avx512f")) level = "AVX-512F";
   std::string extras;
-  if (__builtin_cpu_supports("f16c")) extras += " F16C";
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // clang's __builtin_cpu_supports knows no "f16c"
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C)) extras += " F16C";
   if (__builtin_cpu_supports("avx512bw")) extras += " AVX-512BW";
   return level + (extras.empty() ? "" : "; also" + extras);
 }

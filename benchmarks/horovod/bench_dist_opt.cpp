@@ -115,10 +115,10 @@ int main() {
     };
     const double e = median(engine_ms), d = median(dist_ms);
     std::printf(
-        "| %d | engine stage 0 (zero::initialize, SIMD AdamW) | %d | %.1f | 1.00x | %.4f |\n",
-        world, params, e, engine_loss);
-    std::printf("| %d | DistributedOptimizer (torch::optim::AdamW) | %d | %.1f | %.2fx | %.4f |\n",
-                world, params, d, d / e, dist_loss);
+        "| %d | engine stage 0 (zero::initialize, SIMD AdamW) | %lld | %.1f | 1.00x | %.4f |\n",
+        world, static_cast<long long>(params), e, engine_loss);
+    std::printf("| %d | DistributedOptimizer (torch::optim::AdamW) | %lld | %.1f | %.2fx | %.4f |\n",
+                world, static_cast<long long>(params), d, d / e, dist_loss);
   }
   comm->barrier()->wait();
   return 0;

@@ -242,7 +242,8 @@ void run_baduse(const std::shared_ptr<Communicator>& comm) {
     Net net(1, 2, false);
     Engine engine = initialize(net.ptr(), parse(config_json(c, world), world), comm);
     expect_throw<UsageError>("step without backward", "without backward", [&] { engine.step(); });
-    auto [x, y] = samples(3, rank * 2, 2);
+    const auto [xs, ys] = samples(3, rank * 2, 2);
+    const at::Tensor x = xs, y = ys;  // lambdas capture variables, not bindings (C++17)
     expect_throw<UsageError>("non-scalar loss", "scalar",
                              [&] { engine.backward(torch::square(net->forward(x) - y)); });
     expect_throw<NonFiniteLossError>(

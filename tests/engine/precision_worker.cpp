@@ -177,7 +177,8 @@ void run_scaler(const std::shared_ptr<Communicator>& comm) {
     Engine engine = initialize(net.ptr(), parse(config_json(c, world), world), comm);
     train_steps(engine, net, {0}, {0}, c.micro);
     EXPECT(engine.skipped_steps() == 0, "bf16 without check_grad_overflow skipped a step");
-    auto [x, y] = samples(7, rank, 1);
+    const auto [xs, ys] = samples(7, rank, 1);
+    const at::Tensor x = xs, y = ys;  // lambdas capture variables, not bindings (C++17)
     expect_throw<NonFiniteLossError>("bf16 NaN parameters, no check", "bf16 without check_grad",
                                      [&] { engine.backward(net_loss(net, x, y, false)); });
   }

@@ -1,0 +1,2 @@
+// Carries the precompiled LibTorch header for the executables (PIE objects).
+int main() { return 0; }

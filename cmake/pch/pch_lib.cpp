@@ -1,0 +1,1 @@
+// Carries the precompiled LibTorch header for the libraries (position-independent objects).
