@@ -2,6 +2,7 @@
 // accumulators, bucket launches (all-reduce or reduce-scatter) and the publish all-gather.
 #include "flat_stage.h"
 
+#include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
@@ -69,7 +70,8 @@ FlatStage::~FlatStage() {
 }
 
 c10::ScalarType FlatStage::grad_dtype_of(const Group& g) const {
-  return options_.grad_dtype == c10::ScalarType::Undefined ? g.dtype : options_.grad_dtype;
+  return options_.grad_dtype == c10::ScalarType::Undefined ? to_scalar_type(g.dtype)
+                                                         : options_.grad_dtype;
 }
 
 void FlatStage::setup(const std::vector<bool>& sharded_group,
@@ -85,7 +87,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   for (size_t gi = 0; gi < lgroups.size(); ++gi) {
     const Group& g = lgroups[gi];
     GroupBuffers& b = groups_[gi];
-    auto opts = at::TensorOptions().dtype(g.dtype).device(device);
+    auto opts = at::TensorOptions().dtype(to_scalar_type(g.dtype)).device(device);
     const bool presharded = gi < param_shards.size() && param_shards[gi].defined();
     // Presharded: memory is reserved, never touched, and released below.
     b.flat = presharded ? at::empty({g.padded_numel}, opts) : at::zeros({g.padded_numel}, opts);
@@ -118,7 +120,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
     const c10::ScalarType grad_dtype = grad_dtype_of(g);
     if (reduction_ == GradReduction::kAllReduce) {
       b.flat_grad = at::zeros({g.padded_numel}, opts.dtype(grad_dtype));
-      b.grad_is_view = grad_dtype == g.dtype;
+      b.grad_is_view = grad_dtype == to_scalar_type(g.dtype);
       for (int pi : g.params) {
         const BufferRange r = layout_.slots()[pi].buffer;
         if (b.grad_is_view)
@@ -136,7 +138,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
     // With offload_param and the optimizer on the device, the master is the shard's only copy on
     // the device: the parameter shard itself moves to the store.
     const bool shard_leaves = options_.param_store && b.sharded_params;
-    b.master_is_alias = g.dtype == at::kFloat && !options_.offload_optimizer && !shard_leaves;
+    b.master_is_alias = g.dtype == FloatType::kFloat32 && !options_.offload_optimizer && !shard_leaves;
     if (b.master_is_alias)
       b.master = compute_shard;
     else if (!options_.offload_optimizer)
@@ -470,7 +472,7 @@ void FlatStage::all_gather_shard_into_flat(int group) {
   const int64_t S = g.shard_numel;
   const int64_t chunk =
       std::min<int64_t>(S, std::max<int64_t>(1, options_.allgather_bucket_numel / world_));
-  if (!gather_in_.defined() || gather_in_.numel() < chunk || gather_in_.scalar_type() != g.dtype)
+  if (!gather_in_.defined() || gather_in_.numel() < chunk || gather_in_.scalar_type() != to_scalar_type(g.dtype))
     gather_in_ = at::empty({chunk}, b.flat.options());
   if (chunk == S) {  // one collective straight into the flat buffer
     at::Tensor in = gather_in_.narrow(0, 0, S).copy_(own);
@@ -478,7 +480,7 @@ void FlatStage::all_gather_shard_into_flat(int group) {
     return;
   }
   if (!gather_out_.defined() || gather_out_.numel() < chunk * world_ ||
-      gather_out_.scalar_type() != g.dtype)
+      gather_out_.scalar_type() != to_scalar_type(g.dtype))
     gather_out_ = at::empty({chunk * world_}, b.flat.options());
   for (int64_t c = 0; c < S; c += chunk) {
     const int64_t n = std::min(chunk, S - c);

@@ -58,7 +58,7 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
 
   for (size_t gi = 0; gi < layout.groups_.size(); ++gi) {
     Group& g = layout.groups_[gi];
-    const int64_t elem_bytes = static_cast<int64_t>(c10::elementSize(g.dtype));
+    const int64_t elem_bytes = float_type_bytes(g.dtype);
     const int64_t align = std::max<int64_t>(1, options.align_bytes / elem_bytes);
     int64_t offset = 0;
     Bucket bucket;
@@ -159,7 +159,7 @@ std::string FlatLayout::describe() const {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
     out << "\n  group " << gi << ": unit " << g.unit << (g.persistent ? " persistent" : "") << ", "
-        << c10::toString(g.dtype) << ", " << g.params.size() << " params, used " << g.used_numel
+        << float_type_name(g.dtype) << ", " << g.params.size() << " params, used " << g.used_numel
         << ", padded " << g.padded_numel << ", shard " << g.shard_numel;
   }
   return out.str();

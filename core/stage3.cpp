@@ -2,6 +2,7 @@
 // gradient-arrival counting per unit, and re-gathering the rest-of-model unit outside backward.
 #include "stage3.h"
 
+#include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 
 namespace zero::detail {
 
@@ -43,7 +45,7 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     Unit& unit = units_[g.unit];
     unit.groups.push_back(static_cast<int>(gi));
     unit.numel += g.padded_numel;
-    unit.bytes += g.padded_numel * static_cast<int64_t>(c10::elementSize(g.dtype));
+    unit.bytes += g.padded_numel * float_type_bytes(g.dtype);
     unit.expected_grads += static_cast<int>(g.params.size());
   }
   setup(sharded, param_shards);
@@ -70,16 +72,16 @@ Stage3::~Stage3() {
 void Stage3::move_shards_to_store() {
   ParamStore& store = *options_.param_store;
   std::vector<int64_t> numels(groups_.size(), 0);
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::optional<FloatType> dtype;
   for (size_t g = 0; g < groups_.size(); ++g)
     if (groups_[g].sharded_params) {
       numels[g] = groups_[g].param_shard.numel();
-      ZERO_ASSERT(dtype == c10::ScalarType::Undefined || dtype == layout_.groups()[g].dtype,
+      ZERO_ASSERT(!dtype || *dtype == layout_.groups()[g].dtype,
                   "offload_param: groups of two dtypes");
       dtype = layout_.groups()[g].dtype;
     }
-  if (dtype == c10::ScalarType::Undefined) return;  // every group persistent
-  store.init(numels, dtype);
+  if (!dtype) return;  // every group persistent
+  store.init(numels, to_scalar_type(*dtype));
   for (size_t g = 0; g < groups_.size(); ++g) {
     GroupBuffers& b = groups_[g];
     if (!b.sharded_params) continue;

@@ -6,6 +6,7 @@
 #include "world_setup.h"
 
 #include <zero/comm/process_group.h>
+#include <zero/core/float_type_torch.h>
 #include <zero/core/loss_scaler.h>
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
@@ -146,7 +147,7 @@ std::vector<at::Tensor> take_init_shards(const std::vector<ShardedImpl*>& wrappe
       const Group& g = layout.groups()[gi];
       if (g.unit != static_cast<int>(k + 1) || g.persistent) continue;
       ZERO_CHECK(next < shards.size() && shards[next].numel() == g.shard_numel &&
-                     shards[next].scalar_type() == g.dtype,
+                     shards[next].scalar_type() == to_scalar_type(g.dtype),
                  UsageError, "initialize: block ", k,
                  " was partitioned by zero::Init for another layout (a different world size, "
                  "precision or stage3_param_persistence_threshold); give zero::Init the "
@@ -272,7 +273,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
     ParamSpec spec;
     spec.name = it->first;
     spec.numel = it->second.numel();
-    spec.dtype = it->second.scalar_type();
+    spec.dtype = float_type_of(it->second.scalar_type(), spec.name);
     if (stage == 3) {
       auto u = unit_of.find(it->second.unsafeGetTensorImpl());
       spec.unit = u == unit_of.end() ? 0 : u->second;

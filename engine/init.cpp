@@ -7,6 +7,7 @@
 #include <zero/core/stage.h>
 #include <zero/core/storage.h>
 #include <zero/engine/init.h>
+#include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
@@ -73,7 +74,7 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     ParamSpec spec;
     spec.numel = it->numel();
-    spec.dtype = it->scalar_type();
+    spec.dtype = float_type_of(it->scalar_type(), "a parameter built under zero::Init");
     spec.unit = 1;
     spec.persistent = spec.numel <= persistence_threshold_numel_;
     specs.push_back(spec);
@@ -89,7 +90,7 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
     if (g.persistent) continue;  // small parameters stay whole, as the stage keeps them
     // Only this rank's part of each parameter is copied: no whole flat buffer is made.
     const BufferRange mine = g.shard(rank_);
-    at::Tensor shard = at::zeros({mine.numel()}, at::TensorOptions().dtype(g.dtype));
+    at::Tensor shard = at::zeros({mine.numel()}, at::TensorOptions().dtype(to_scalar_type(g.dtype)));
     for (int pi : g.params) {
       const BufferRange r = layout.slots()[pi].buffer;
       const BufferRange part = r.intersect(mine);

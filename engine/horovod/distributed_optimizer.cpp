@@ -5,6 +5,7 @@
 #include <zero/config/config.h>
 #include <zero/core/stage.h>
 #include <zero/engine/horovod/distributed_optimizer.h>
+#include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
@@ -98,7 +99,7 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<torch::optim::Optimiz
     ParamSpec spec;
     spec.name = it->first;
     spec.numel = it->second.numel();
-    spec.dtype = it->second.scalar_type();
+    spec.dtype = float_type_of(it->second.scalar_type(), spec.name);
     specs.push_back(spec);
     params.push_back(it->second);
   }
@@ -109,7 +110,7 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<torch::optim::Optimiz
   const int64_t bytes =
       options.fusion_threshold_bytes > 0 ? options.fusion_threshold_bytes : fusion_bytes_from_env();
   sopts.reduce_bucket_numel =
-      std::max<int64_t>(1, bytes / static_cast<int64_t>(c10::elementSize(specs[0].dtype)));
+      std::max<int64_t>(1, bytes / float_type_bytes(specs[0].dtype));
   LayoutOptions lopts;
   lopts.world_size = comm_->world_size();
   lopts.align_bytes = sopts.align_bytes;

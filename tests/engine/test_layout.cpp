@@ -22,7 +22,7 @@ void check_invariants(const FlatLayout& layout) {
     REQUIRE(g.padded_numel % world == 0);
     REQUIRE(g.shard_numel * world == g.padded_numel);
     REQUIRE(g.padded_numel >= g.used_numel);
-    const int64_t align = std::max<int64_t>(1, 16 / (int64_t)c10::elementSize(g.dtype));
+    const int64_t align = std::max<int64_t>(1, 16 / float_type_bytes(g.dtype));
     REQUIRE(g.shard_numel % align == 0);
     int64_t prev_end = 0;
     for (int pi : g.params) {
@@ -137,17 +137,17 @@ TEST_CASE("empty shards: more ranks than elements") {
 }
 
 TEST_CASE("groups by unit, persistence and dtype") {
-  std::vector<ParamSpec> specs = {{"a", 10, c10::kFloat, 1},
-                                  {"b", 10, c10::kHalf, 1},
-                                  {"c", 3, c10::kFloat, 2},
-                                  {"d", 5, c10::kFloat, 1},
-                                  {"e", 2, c10::kFloat, 1, true}};
+  std::vector<ParamSpec> specs = {{"a", 10, FloatType::kFloat32, 1},
+                                  {"b", 10, FloatType::kFloat16, 1},
+                                  {"c", 3, FloatType::kFloat32, 2},
+                                  {"d", 5, FloatType::kFloat32, 1},
+                                  {"e", 2, FloatType::kFloat32, 1, true}};
   LayoutOptions opt;
   opt.world_size = 2;
   FlatLayout layout = FlatLayout::build(specs, opt);
   REQUIRE(layout.groups().size() == 4);
   REQUIRE(layout.groups()[0].params == std::vector<int>{0, 3});
-  REQUIRE(layout.groups()[1].dtype == c10::kHalf);
+  REQUIRE(layout.groups()[1].dtype == FloatType::kFloat16);
   REQUIRE(layout.groups()[1].shard_numel % 8 == 0);
   REQUIRE(layout.groups()[3].persistent);
   check_invariants(layout);
@@ -166,7 +166,7 @@ TEST_CASE("exhaustive: random parameter sets, world sizes 1-8, bucket sizes") {
                 : kind == 1 ? 1 + rng() % 17
                 : kind == 2 ? 1 + rng() % 300
                             : 1000 + rng() % 5000;
-      p.dtype = (rng() % 3 == 0) ? c10::kBFloat16 : c10::kFloat;
+      p.dtype = (rng() % 3 == 0) ? FloatType::kBFloat16 : FloatType::kFloat32;
       p.unit = rng() % 3;
       p.persistent = rng() % 5 == 0;
       specs.push_back(p);

@@ -2,9 +2,8 @@
 // allocation: groups (one flat buffer per unit and dtype), shards per rank, gradient buckets.
 #pragma once
 
+#include <zero/core/float_type.h>
 #include <zero/core/range.h>
-
-#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <optional>
@@ -17,7 +16,7 @@ namespace zero {
 struct ParamSpec {
   std::string name;
   int64_t numel = 0;
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  FloatType dtype = FloatType::kFloat32;
   int unit = 0;             // sharding unit (stage 3: a wrapped block; 0 otherwise)
   bool persistent = false;  // stage 3: kept whole between uses (small parameters)
 };
@@ -44,7 +43,7 @@ struct ShardPiece {
 // A flat buffer: all parameters of one (unit, dtype, persistence), padded so that it splits
 // into world_size equal, aligned shards. Rank r owns buffer elements [r*shard, (r+1)*shard).
 struct Group {
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  FloatType dtype = FloatType::kFloat32;
   int unit = 0;
   bool persistent = false;
   std::vector<int> params;   // indices into FlatLayout::params(), in buffer order
