@@ -1,6 +1,8 @@
 # CUDA and NCCL detection. ZERO_WITH_CUDA / ZERO_WITH_NCCL are ON, OFF or AUTO.
 # With CUDA, every .cu file compiles for sm_80 and sm_90 (+ PTX for sm_90), also on
-# machines without a GPU, so CI catches CUDA compile errors everywhere.
+# machines without a GPU, so CI catches CUDA compile errors everywhere. Included before
+# find_package(Torch), whose CUDA setup turns CMAKE_CUDA_ARCHITECTURES off: the architectures
+# asked for are kept in ZERO_CUDA_ARCHITECTURES and set on zero_kernels (kernels/).
 set(ZERO_HAS_CUDA OFF)
 set(ZERO_HAS_NCCL OFF)
 
@@ -11,6 +13,12 @@ if(NOT ZERO_WITH_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
   endif()
+  set(ZERO_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  # One CUDA runtime in the process: LibTorch loads the shared libcudart, CMake's default is
+  # the static one.
+  if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
@@ -19,6 +27,12 @@ if(NOT ZERO_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(ZERO_HAS_CUDA ON)
+    # CUDA >= 12.9 ships NVTX only as the header-only nvtx3; some LibTorch configs still
+    # link CUDA::nvToolsExt.
+    if(TARGET CUDA::nvtx3 AND NOT TARGET CUDA::nvToolsExt)
+      add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+      target_link_libraries(CUDA::nvToolsExt INTERFACE CUDA::nvtx3)
+    endif()
   elseif(ZERO_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ZERO_WITH_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER)")
   endif()

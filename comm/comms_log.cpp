@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -13,7 +14,9 @@
 namespace zero {
 
 namespace {
-thread_local const char* tls_caller = "";
+// Process-wide, not per thread: on CUDA, autograd runs the gradient hooks (and so backward's
+// collectives) on its device thread while the engine's thread waits inside backward().
+std::atomic<const char*> current_caller{""};
 
 bool gathers_or_scatters(const std::string& op) {
   return op == "all_gather" || op == "reduce_scatter";
@@ -133,14 +136,14 @@ void CommsLog::reset() {
 }
 
 const char* CommsLog::caller() {
-  return tls_caller;
+  return current_caller;
 }
 
-CommsLog::CallerScope::CallerScope(const char* name) : previous_(tls_caller) {
-  tls_caller = name;
+CommsLog::CallerScope::CallerScope(const char* name) : previous_(current_caller) {
+  current_caller = name;
 }
 CommsLog::CallerScope::~CallerScope() {
-  tls_caller = previous_;
+  current_caller = previous_;
 }
 
 void Communicator::set_comms_log(std::shared_ptr<CommsLog> log) {

@@ -10,6 +10,7 @@
 
 #if defined(ZERO_TORCH_HAS_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -79,6 +80,26 @@ ncclDataType_t nccl_dtype(at::ScalarType t, const char* op) {
                        " (supported: float32, float16, bfloat16, int32, int64)"));
 }
 
+// ncclAvg pre-multiplies every input by 1/n rounded to the dtype (bf16 1/3 = 0.33398): exact
+// only where 1/n is, a power-of-two world. Elsewhere kAvg keeps communicator.h's promise by
+// summing and dividing once afterwards (divide_after).
+bool avg_needs_division(ReduceOp op, at::ScalarType t, int size) {
+  const bool floating = t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+  return op == ReduceOp::kAvg && floating && (size & (size - 1)) != 0;
+}
+
+// out /= n on stream s, in the tensor's dtype through ATen (fp32 arithmetic, one rounding).
+void divide_on_stream(at::Tensor out, int n, cudaStream_t s, int device) {
+#if defined(ZERO_TORCH_HAS_CUDA)
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(s, device));
+  out.div_(n);
+#else
+  (void)out, (void)n, (void)s, (void)device;
+  throw UsageError("NCCL kAvg at a world of " + std::to_string(n) +
+                   ": dividing on the device needs a LibTorch built with CUDA");
+#endif
+}
+
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -100,6 +121,38 @@ struct NcclState {
   std::chrono::milliseconds timeout{600000};
   std::mutex mutex;
   std::string broken;  // first failure; later calls fail fast
+  // ncclCommAbort frees the comm: it happens once (abort()), and every later use of `comm`
+  // goes through with_comm(), which sees the flag first. comm_mutex orders the two.
+  std::mutex comm_mutex;
+  bool aborted = false;
+
+  // Runs f(comm) unless the comm was aborted (then returns ncclInvalidUsage untouched).
+  template <class F>
+  ncclResult_t with_comm(F&& f) {
+    std::lock_guard<std::mutex> lock(comm_mutex);
+    if (aborted) return ncclInvalidUsage;
+    return f(comm);
+  }
+  ncclResult_t async_error() {
+    ncclResult_t r = ncclSuccess;
+    const ncclResult_t q = with_comm([&](ncclComm_t c) { return ncclCommGetAsyncError(c, &r); });
+    return q != ncclSuccess ? q : r;
+  }
+  bool is_aborted() {
+    std::lock_guard<std::mutex> lock(comm_mutex);
+    return aborted;
+  }
+  // Frees the comm, once; unblocks kernels waiting for absent peers.
+  void abort() {
+    std::lock_guard<std::mutex> lock(comm_mutex);
+    if (aborted) return;
+    aborted = true;
+    ncclCommAbort(comm);
+  }
+  std::string broken_message() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return broken;
+  }
 
   // Checks an NCCL result; ncclInProgress (non-blocking comm) is polled until done or deadline.
   void check(ncclResult_t r, const std::string& what) {
@@ -109,10 +162,16 @@ struct NcclState {
         fail(str(what, " did not complete within ", timeout.count(), " ms"), true);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-      ncclCommGetAsyncError(comm, &r);
+      r = async_error();
     }
-    if (r != ncclSuccess)
-      fail(str(what, " failed: ", ncclGetErrorString(r), " (", ncclGetLastError(comm), ")"), false);
+    if (r != ncclSuccess) {
+      std::string last = "the communicator was aborted";
+      with_comm([&](ncclComm_t c) {
+        last = ncclGetLastError(c);
+        return ncclSuccess;
+      });
+      fail(str(what, " failed: ", ncclGetErrorString(r), " (", last, ")"), false);
+    }
   }
   [[noreturn]] void fail(const std::string& msg, bool timed_out) {
     const std::string full =
@@ -156,6 +215,22 @@ class NcclWork final : public Work {
     if (auto e = error()) std::rethrow_exception(e);
     DeviceGuard guard(state_->device);
     ZERO_CUDA_CHECK(cudaStreamWaitEvent(current_stream(state_->device), done_, 0));
+    release_tensors();
+  }
+  // Blocks the host until the collective is done on the device (or failed, or timed out).
+  void synchronize() override {
+    DeviceGuard guard(state_->device);
+    while (!poll()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (auto e = error()) std::rethrow_exception(e);
+  }
+  // The watchdog is aborting the comm: a collective not yet seen finished cannot be trusted
+  // (its kernels exit on abort and `done` fires over whatever the buffers hold).
+  void fail_unfinished(const std::string& broken) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return;
+    error_ = std::make_exception_ptr(
+        CommError(str(where_, " did not finish before the communicator was aborted: ", broken)));
+    finished_ = true;  // tensors stay referenced: the aborted kernel may still touch them
   }
   bool is_completed() override { return poll(); }
   std::exception_ptr error() override {
@@ -168,6 +243,13 @@ class NcclWork final : public Work {
     std::lock_guard<std::mutex> lock(mutex_);
     if (finished_) return true;
     cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaSuccess && state_->is_aborted()) {
+      // Not seen finished before the abort (fail_unfinished marks those it knows of first).
+      error_ = std::make_exception_ptr(CommError(str(
+          where_, " did not finish before the communicator was aborted: ", state_->broken_message())));
+      finished_ = true;
+      return true;
+    }
     if (q == cudaSuccess) {
       finished_ = true;
       tensors_.clear();
@@ -176,14 +258,15 @@ class NcclWork final : public Work {
         timing_.log->record(timing_.op, timing_.bytes, timing_.world, ms, timing_.caller);
       return true;
     }
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(state_->comm, &async);
+    const ncclResult_t async = state_->async_error();
     std::string msg;
     bool timed_out = false;
     if (q != cudaErrorNotReady) {
       msg = str(where_, " failed: ", cudaGetErrorString(q));
     } else if (async != ncclSuccess && async != ncclInProgress) {
       msg = str(where_, " failed: ", ncclGetErrorString(async));
+    } else if (state_->is_aborted()) {
+      msg = str(where_, " did not finish before the communicator was aborted");
     } else if (std::chrono::steady_clock::now() - start_ > state_->timeout) {
       msg = str(where_, " timed out after ", state_->timeout.count(), " ms");
       timed_out = true;
@@ -200,6 +283,17 @@ class NcclWork final : public Work {
   }
 
  private:
+  // After wait() the caller's stream is ordered after the collective, and recordStream (in
+  // issue()) keeps the caching allocator from reusing the memory before the NCCL stream is
+  // done: the references can go now, so a freed buffer is reusable at once. Without LibTorch's
+  // CUDA allocator nothing else guards them: they stay until the watchdog sees `done`.
+  void release_tensors() {
+#if defined(ZERO_TORCH_HAS_CUDA)
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) tensors_.clear();
+#endif
+  }
+
   std::shared_ptr<NcclState> state_;
   std::string where_;
   cudaEvent_t done_;
@@ -227,16 +321,22 @@ class NcclCommunicator final : public Communicator {
     watch_cv_.notify_all();
     watchdog_.join();
     DeviceGuard guard(state_->device);
-    bool aborted;
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      aborted = !state_->broken.empty();
+    // The stream drains within the timeout, or a peer is gone: then abort rather than hang.
+    const auto deadline = std::chrono::steady_clock::now() + state_->timeout;
+    bool drained = state_->broken_message().empty() && !state_->is_aborted();
+    while (drained && cudaStreamQuery(stream_) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        drained = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (aborted) {
-      ncclCommAbort(state_->comm);
-    } else {
-      cudaStreamSynchronize(stream_);
+    if (drained) {
+      std::lock_guard<std::mutex> lock(state_->comm_mutex);
+      state_->aborted = true;  // nothing may touch the comm after its destruction either
       ncclCommDestroy(state_->comm);
+    } else {
+      state_->abort();
     }
     cudaFree(barrier_buf_);
     cudaStreamDestroy(stream_);
@@ -248,10 +348,15 @@ class NcclCommunicator final : public Communicator {
 
   WorkHandle all_reduce(at::Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
-    return issue("all_reduce", t.nbytes(), {t}, [&](ncclComm_t c, cudaStream_t s) {
-      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
-                           nccl_dtype(t.scalar_type(), "all_reduce"), nccl_op(op), c, s);
-    });
+    const bool divide = avg_needs_division(op, t.scalar_type(), state_->size);
+    const ncclRedOp_t nop = divide ? ncclSum : nccl_op(op);
+    return issue(
+        "all_reduce", t.nbytes(), {t},
+        [&](ncclComm_t c, cudaStream_t s) {
+          return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
+                               nccl_dtype(t.scalar_type(), "all_reduce"), nop, c, s);
+        },
+        divide_after(divide, t));
   }
   WorkHandle reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op,
                             InputUse /*NCCL keeps it either way*/ = InputUse::kKeep) override {
@@ -259,10 +364,15 @@ class NcclCommunicator final : public Communicator {
     ZERO_CHECK(in.numel() == out.numel() * state_->size && in.scalar_type() == out.scalar_type(),
                UsageError,
                "reduce_scatter: input must hold world_size x output elements of the same dtype");
-    return issue("reduce_scatter", in.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
-      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
-                               nccl_dtype(in.scalar_type(), "reduce_scatter"), nccl_op(op), c, s);
-    });
+    const bool divide = avg_needs_division(op, in.scalar_type(), state_->size);
+    const ncclRedOp_t nop = divide ? ncclSum : nccl_op(op);
+    return issue(
+        "reduce_scatter", in.nbytes(), {in, out},
+        [&](ncclComm_t c, cudaStream_t s) {
+          return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
+                                   nccl_dtype(in.scalar_type(), "reduce_scatter"), nop, c, s);
+        },
+        divide_after(divide, out));
   }
   WorkHandle reduce_scatter_v(const at::Tensor& in, at::Tensor& out,
                               const std::vector<int64_t>& counts, ReduceOp op,
@@ -271,17 +381,22 @@ class NcclCommunicator final : public Communicator {
     std::vector<int64_t> offsets =
         check_counts(counts, in.numel(), out.numel(), "reduce_scatter_v");
     const size_t es = in.element_size();
-    return issue("reduce_scatter", in.nbytes(), {in, out}, [&](ncclComm_t c, cudaStream_t s) {
-      ncclResult_t r = ncclGroupStart();
-      for (int k = 0; k < state_->size && r == ncclSuccess; ++k) {
-        if (counts[k] == 0) continue;  // every rank skips the same roots
-        r = ncclReduce(static_cast<char*>(in.data_ptr()) + offsets[k] * es, out.data_ptr(),
-                       counts[k], nccl_dtype(in.scalar_type(), "reduce_scatter_v"), nccl_op(op), k,
-                       c, s);
-      }
-      ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
-    });
+    const bool divide = avg_needs_division(op, in.scalar_type(), state_->size);
+    const ncclRedOp_t nop = divide ? ncclSum : nccl_op(op);
+    return issue(
+        "reduce_scatter", in.nbytes(), {in, out},
+        [&](ncclComm_t c, cudaStream_t s) {
+          ncclResult_t r = ncclGroupStart();
+          for (int k = 0; k < state_->size && r == ncclSuccess; ++k) {
+            if (counts[k] == 0) continue;  // every rank skips the same roots
+            r = ncclReduce(static_cast<char*>(in.data_ptr()) + offsets[k] * es, out.data_ptr(),
+                           counts[k], nccl_dtype(in.scalar_type(), "reduce_scatter_v"), nop, k,
+                           c, s);
+          }
+          ncclResult_t end = ncclGroupEnd();
+          return r != ncclSuccess ? r : end;
+        },
+        divide_after(divide && out.numel() > 0, out));
   }
   WorkHandle all_gather(const at::Tensor& in, at::Tensor& out) override {
     check(in, "all_gather"), check(out, "all_gather");
@@ -334,7 +449,10 @@ class NcclCommunicator final : public Communicator {
     ncclComm_t child = nullptr;
     const int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : 0;
     const int key = it == ranks.end() ? 0 : static_cast<int>(it - ranks.begin());
-    state_->check(ncclCommSplit(state_->comm, color, key, &child, &config), "ncclCommSplit");
+    state_->check(state_->with_comm([&](ncclComm_t c) {
+      return ncclCommSplit(c, color, key, &child, &config);
+    }),
+                  "ncclCommSplit");
     if (it == ranks.end()) return nullptr;
     ncclResult_t r = ncclInProgress;
     auto child_state = std::make_shared<NcclState>();
@@ -353,6 +471,12 @@ class NcclCommunicator final : public Communicator {
 
  private:
   using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+
+  std::function<void(cudaStream_t)> divide_after(bool divide, const at::Tensor& out) const {
+    if (!divide) return {};
+    const int n = state_->size, device = state_->device;
+    return [out, n, device](cudaStream_t s) { divide_on_stream(out, n, s, device); };
+  }
 
   void check(const at::Tensor& t, const char* op) const {
     ZERO_CHECK(t.defined() && t.is_cuda() && t.get_device() == state_->device, UsageError, op,
@@ -377,7 +501,7 @@ class NcclCommunicator final : public Communicator {
 
   // The one door: sequence number, stream ordering, enqueue, completion event, error context.
   WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors,
-                   const Enqueue& enqueue) {
+                   const Enqueue& enqueue, const std::function<void(cudaStream_t)>& after = {}) {
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
       ZERO_CHECK(state_->broken.empty(), CommError, op,
@@ -398,7 +522,8 @@ class NcclCommunicator final : public Communicator {
       ZERO_CUDA_CHECK(cudaEventCreate(&timing.begin));
       ZERO_CUDA_CHECK(cudaEventRecord(timing.begin, stream_));
     }
-    state_->check(enqueue(state_->comm, stream_), where);
+    state_->check(state_->with_comm([&](ncclComm_t c) { return enqueue(c, stream_); }), where);
+    if (after) after(stream_);
     ZERO_CUDA_CHECK(
         cudaEventCreateWithFlags(&done, timing.log ? cudaEventDefault : cudaEventDisableTiming));
     ZERO_CUDA_CHECK(cudaEventRecord(done, stream_));
@@ -431,14 +556,10 @@ class NcclCommunicator final : public Communicator {
                                       }
                                     }),
                      pending_.end());
-      bool broken;
-      {
-        std::lock_guard<std::mutex> state_lock(state_->mutex);
-        broken = !state_->broken.empty();
-      }
-      if (broken && !aborted_) {  // unblocks kernels stuck waiting for absent peers
-        ncclCommAbort(state_->comm);
-        aborted_ = true;
+      const std::string broken = state_->broken_message();
+      if (!broken.empty() && !state_->is_aborted()) {
+        for (const auto& w : pending_) w->fail_unfinished(broken);
+        state_->abort();  // unblocks kernels stuck waiting for absent peers
       }
     }
   }
@@ -452,7 +573,6 @@ class NcclCommunicator final : public Communicator {
   std::condition_variable watch_cv_;
   std::deque<std::shared_ptr<NcclWork>> pending_;
   bool stop_ = false;
-  bool aborted_ = false;
   std::thread watchdog_;
 };
 

@@ -181,14 +181,24 @@ void read_top_level(Section& root, Config& c) {
   }
   root.read("steps_per_print", c.steps_per_print, 1, INT64_MAX);
   root.read("wall_clock_breakdown", c.wall_clock_breakdown);
-  root.read("memory_breakdown", c.memory_breakdown);
-  root.read("dump_state", c.dump_state);
+  read_fixed(root, "memory_breakdown", false, Otherwise::kNoEffect,
+             "DeepSpeed's memory printouts at each engine phase are not implemented; rank 0's "
+             "progress line shows the memory use every steps_per_print steps");
+  read_fixed(root, "dump_state", false, Otherwise::kNoEffect,
+             "DeepSpeed prints its engine's state after initialize; `zero config FILE` prints the "
+             "resolved config instead");
   root.read("sparse_gradients", c.sparse_gradients);
   if (c.sparse_gradients)
     ctx.warn("sparse_gradients", "ignored: sparse gradient all-reduce is not implemented");
-  root.read("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
-  root.read("zero_force_ds_cpu_optimizer", c.zero_force_ds_cpu_optimizer);
-  root.read("dataloader_drop_last", c.dataloader_drop_last);
+  read_fixed(root, "zero_allow_untested_optimizer", false, Otherwise::kNoEffect,
+             "every optimizer this engine implements (Adam, AdamW, SGD) runs at every ZeRO stage; "
+             "there is no untested-optimizer check to lift");
+  read_fixed(root, "zero_force_ds_cpu_optimizer", true, Otherwise::kNoEffect,
+             "an offloaded optimizer always runs on this engine's own host kernels; there is no "
+             "client optimizer to allow");
+  read_fixed(root, "dataloader_drop_last", false, Otherwise::kNoEffect,
+             "the engine builds no data loader (DeepSpeed's deepspeed_io); the program feeds the "
+             "batches");
   bool disable_allgather = false;
   if (root.read("disable_allgather", disable_allgather) && disable_allgather) {
     ctx.warn("disable_allgather", "ignored: a legacy key without effect");
@@ -213,6 +223,11 @@ void read_top_level(Section& root, Config& c) {
   for (const Feature& f : kFeatures) {
     const nlohmann::json* v = root.get(f.key);
     if (!v) continue;
+    if (f.kind == Kind::kNoClient && !v->is_object()) {
+      // DeepSpeed builds its monitor config from the section's keys: anything else is a TypeError.
+      ctx.error(f.key, "expected an object (with \"enabled\"), got " + type_name(*v));
+      continue;
+    }
     // DeepSpeed's monitor sections default to "enabled": false, unlike the presence-means-on rule.
     if (f.kind == Kind::kNoClient
             ? !(v->is_object() && v->value("enabled", nlohmann::json()) == true)
@@ -304,8 +319,10 @@ bool is_top_level_key(const std::string& key) {
 }
 
 ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::string, int>* lines,
-                            const ConfigOptions& options, const std::string& source) {
+                            const ConfigOptions& options, const std::string& source,
+                            std::vector<ConfigSchemaKey>* schema = nullptr) {
   Ctx ctx(source, lines);
+  ctx.schema = schema;
   if (options.world_size < 1) {
     ctx.error("world_size",
               "the world size must be >= 1, got " + std::to_string(options.world_size));
@@ -347,6 +364,13 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
 }
 
 }  // namespace detail
+
+std::vector<ConfigSchemaKey> config_schema(const nlohmann::json& document,
+                                           const ConfigOptions& options) {
+  std::vector<ConfigSchemaKey> schema;
+  detail::parse_document(document, nullptr, options, "<schema>", &schema);
+  return schema;
+}
 
 ParsedConfig parse_config_string(const std::string& text, const ConfigOptions& options,
                                  const std::string& source_name) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <zero/config/config.h>
+#include <zero/config/config_json.h>
 
 namespace zero::detail {
 
@@ -29,11 +30,14 @@ class Ctx {
   }
   int line_of(const std::string& path) const;
   bool is_overridden(const std::string& path) const;
+  // Records a key the parser reads (when `schema` is set): kind kAny until a typed read says more.
+  void note_key(ConfigSchemaKey key);
 
   std::vector<ConfigDiagnostic> errors;
   std::vector<ConfigDiagnostic> warnings;
   std::set<std::string> overridden;  // paths set by ConfigOptions::overrides
   std::set<std::string> autos;       // paths whose value was "auto" and took the default
+  std::vector<ConfigSchemaKey>* schema = nullptr;  // config_schema(): every key asked for
 
  private:
   ConfigDiagnostic make(const std::string& path, const std::string& message) const;
@@ -80,6 +84,17 @@ class Section {
   Unknown unknown_;
   std::vector<std::string> known_;
 };
+
+// Keys whose DeepSpeed effect this engine has at one value only: `ours`, what it does by design.
+// Any other value is reported once as "no effect: <why>" (a warning), or, where DeepSpeed would
+// train or save differently, refused as "not supported: <why>" (an error). Nothing is stored.
+enum class Otherwise { kNoEffect, kRefuse };
+void read_fixed(Section& s, const std::string& key, bool ours, Otherwise otherwise,
+                const std::string& why);
+void read_fixed(Section& s, const std::string& key, int64_t ours, int64_t min, int64_t max,
+                const std::string& why);
+void read_fixed(Section& s, const std::string& key, double ours, double min, double max,
+                const std::string& why);
 
 // Typed conversions shared by the readers (they report through ctx and return false on error).
 bool to_int64(Ctx& ctx, const std::string& path, const nlohmann::json& v, int64_t& out);

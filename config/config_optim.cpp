@@ -43,7 +43,9 @@ bool read_type(Section& s, std::string& out) {
 void read_optimizer(Section& root, OptimizerConfig& o) {
   Ctx& ctx = root.ctx;
   Section s(ctx, root.get("optimizer"), "optimizer", Unknown::kWarn);
-  s.read("legacy_fusion", o.legacy_fusion);
+  read_fixed(s, "legacy_fusion", false, Otherwise::kNoEffect,
+             "it selects how DeepSpeed's fp16 optimizer calls its old fused Adam; the update is "
+             "the same");
   const nlohmann::json* params_json = s.get("params");
   if (!s.exists()) return;
   std::string type;
@@ -111,10 +113,13 @@ void read_optimizer(Section& root, OptimizerConfig& o) {
     }
     p.read("eps", o.eps, 0.0, HUGE_VAL);
     p.read("bias_correction", o.bias_correction);
-    p.read("torch_adam", o.torch_adam);
+    read_fixed(p, "torch_adam", false, Otherwise::kNoEffect,
+               "DeepSpeed then runs torch.optim.Adam/AdamW instead of FusedAdam, the same update; "
+               "this engine runs its own Adam kernels either way");
     p.read("amsgrad", o.amsgrad);
-    bool set_grad_none = true;
-    p.read("set_grad_none", set_grad_none);
+    read_fixed(p, "set_grad_none", true, Otherwise::kNoEffect,
+               "it only decides whether FusedAdam's zero_grad sets gradients to None or to zero; "
+               "this engine owns the gradient buffers");
     if (o.amsgrad)
       ctx.error("optimizer.params.amsgrad",
                 "not supported: AMSGrad (DeepSpeed's FusedAdam rejects it too)");

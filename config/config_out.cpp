@@ -28,13 +28,11 @@ Json optimizer_json(const OptimizerConfig& o) {
     params["eps"] = o.eps;
     params["bias_correction"] = o.bias_correction;
     params["adam_w_mode"] = o.adam_w_mode;
-    params["torch_adam"] = o.torch_adam;
     params["amsgrad"] = o.amsgrad;
   }
   Json out;
   out["type"] = o.type;
   out["params"] = params;
-  out["legacy_fusion"] = o.legacy_fusion;
   return out;
 }
 
@@ -92,8 +90,6 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   oo["fast_init"] = z.offload_optimizer.fast_init;
   oo["ratio"] = z.offload_optimizer.ratio;
   oo["super_offload"] = z.offload_optimizer.super_offload;
-  oo["convert_grad_on_cpu"] = z.offload_optimizer.convert_grad_on_cpu;
-  oo["cpuadam_cores_perc"] = z.offload_optimizer.cpuadam_cores_perc;
   Json op;
   op["device"] = z.offload_param.device;
   op["nvme_path"] = or_null(z.offload_param.nvme_path);
@@ -103,42 +99,21 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   op["pin_memory"] = z.offload_param.pin_memory;
   Json out;
   out["stage"] = z.stage;
-  out["contiguous_gradients"] = z.contiguous_gradients;
   out["overlap_comm"] = z.overlap_comm;
-  out["reduce_scatter"] = z.reduce_scatter;
   out["reduce_bucket_size"] = z.reduce_bucket_size;
-  out["allgather_partitions"] = z.allgather_partitions;
   out["allgather_bucket_size"] = z.allgather_bucket_size;
-  out["round_robin_gradients"] = z.round_robin_gradients;
-  out["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
   out["sub_group_size"] = z.sub_group_size;
-  out["load_from_fp32_weights"] = z.load_from_fp32_weights;
-  out["elastic_checkpoint"] = z.elastic_checkpoint;
-  out["ignore_unused_parameters"] = z.ignore_unused_parameters;
-  out["legacy_stage1"] = z.legacy_stage1;
   out["offload_optimizer"] = oo;
   out["offload_param"] = op;
   out["stage3_prefetch_bucket_size"] = z.stage3_prefetch_bucket_size;
   out["stage3_param_persistence_threshold"] = z.stage3_param_persistence_threshold;
-  out["stage3_model_persistence_threshold"] = z.stage3_model_persistence_threshold;
   out["stage3_max_live_parameters"] = z.stage3_max_live_parameters;
   out["stage3_max_reuse_distance"] = z.stage3_max_reuse_distance;
-  out["stage3_gather_16bit_weights_on_model_save"] = z.stage3_gather_16bit_weights_on_model_save;
-  out["stage3_module_granularity_threshold"] = z.stage3_module_granularity_threshold;
-  out["stage3_use_all_reduce_for_fetch_params"] = z.stage3_use_all_reduce_for_fetch_params;
-  out["stage3_allgather_sequential"] = z.stage3_allgather_sequential;
-  out["stage3_partition_stream_chunk_size"] = z.stage3_partition_stream_chunk_size;
   out["zero_hpz_partition_size"] = z.zero_hpz_partition_size;
   out["zero_quantized_weights"] = z.zero_quantized_weights;
   out["zero_quantized_nontrainable_weights"] = z.zero_quantized_nontrainable_weights;
   out["zero_quantized_gradients"] = z.zero_quantized_gradients;
   out["mics_shard_size"] = z.mics_shard_size;
-  out["mics_hierarchical_params_gather"] = z.mics_hierarchical_params_gather;
-  out["memory_efficient_linear"] = z.memory_efficient_linear;
-  out["pipeline_loading_checkpoint"] = z.pipeline_loading_checkpoint;
-  out["override_module_apply"] = z.override_module_apply;
-  out["log_trace_cache_warnings"] = z.log_trace_cache_warnings;
-  out["enable_sanity_checks"] = z.enable_sanity_checks;
   return out;
 }
 
@@ -170,7 +145,6 @@ std::string to_json_string(const Config& c, int indent) {
   j["fp16"] = fp16;
   Json bf16;
   bf16["enabled"] = c.bf16.enabled;
-  bf16["immediate_grad_update"] = c.bf16.immediate_grad_update;
   bf16["check_grad_overflow"] = c.bf16.check_grad_overflow;
   bf16["bf16_master_weights_and_grads"] = c.bf16.bf16_master_weights_and_grads;
   bf16["bf16_optimizer_states"] = c.bf16.bf16_optimizer_states;
@@ -184,17 +158,10 @@ std::string to_json_string(const Config& c, int indent) {
   j["zero_optimization"] = zero_json(c.zero_optimization);
   j["steps_per_print"] = c.steps_per_print;
   j["wall_clock_breakdown"] = c.wall_clock_breakdown;
-  j["memory_breakdown"] = c.memory_breakdown;
-  j["dump_state"] = c.dump_state;
   j["sparse_gradients"] = c.sparse_gradients;
-  j["zero_allow_untested_optimizer"] = c.zero_allow_untested_optimizer;
-  j["zero_force_ds_cpu_optimizer"] = c.zero_force_ds_cpu_optimizer;
-  j["dataloader_drop_last"] = c.dataloader_drop_last;
   Json ckpt;
   ckpt["tag_validation"] = c.checkpoint.tag_validation;
-  ckpt["load_universal"] = c.checkpoint.load_universal;
   ckpt["use_node_local_storage"] = c.checkpoint.use_node_local_storage;
-  ckpt["parallel_write"] = Json{{"pipeline_stage", c.checkpoint.parallel_write_pipeline_stage}};
   j["checkpoint"] = ckpt;
   j["csv_monitor"] = monitor_json(c.csv_monitor);
   j["tensorboard"] = monitor_json(c.tensorboard);
@@ -219,7 +186,6 @@ std::string to_json_string(const Config& c, int indent) {
   aio["intra_op_parallelism"] = c.aio.intra_op_parallelism;
   aio["single_submit"] = c.aio.single_submit;
   aio["overlap_events"] = c.aio.overlap_events;
-  aio["use_gds"] = c.aio.use_gds;
   j["aio"] = aio;
   const ActivationCheckpointingConfig& ac = c.activation_checkpointing;
   Json act;

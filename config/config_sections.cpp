@@ -69,7 +69,10 @@ void read_precision(Section& root, Config& config) {
   Bf16Config& b = config.bf16;
   Section bf16(root.ctx, bf16_json, bf16_path, Unknown::kError);
   bf16.read("enabled", b.enabled);
-  bf16.read("immediate_grad_update", b.immediate_grad_update);
+  read_fixed(bf16, "immediate_grad_update", false, Otherwise::kNoEffect,
+             "DeepSpeed's bf16 optimizer then adds each gradient into its fp32 accumulator from a "
+             "hook during backward instead of after the backward; the sums are the same, and "
+             "this engine accumulates at a point of its own");
   bf16.read("check_grad_overflow", b.check_grad_overflow);
   bf16.read("bf16_master_weights_and_grads", b.bf16_master_weights_and_grads);
   bf16.read("bf16_optimizer_states", b.bf16_optimizer_states);
@@ -105,8 +108,12 @@ void read_offload_optimizer(Section& zero, const nlohmann::json* json, OffloadOp
   s.read("fast_init", o.fast_init);
   s.read("ratio", o.ratio, 0.0, 1.0);
   s.read("super_offload", o.super_offload);
-  s.read("convert_grad_on_cpu", o.convert_grad_on_cpu);
-  s.read("cpuadam_cores_perc", o.cpuadam_cores_perc, 0.0, 1.0);
+  read_fixed(s, "convert_grad_on_cpu", true, Otherwise::kNoEffect,
+             "where the offloaded gradients are converted to fp32 is fixed by this engine's "
+             "offload path; the values are the same");
+  read_fixed(s, "cpuadam_cores_perc", 0.8, 0.0, 1.0,
+             "it pins DeepSpeed's SuperOffload CPU Adam to a share of the cores; this engine "
+             "sets no CPU affinity");
   s.finish(s.path());
 }
 
@@ -121,21 +128,60 @@ void read_offload_param(Section& zero, const nlohmann::json* json, OffloadParamC
   s.finish(s.path());
 }
 
-// Reads an int64 setting that has a stage3_-prefixed name and DeepSpeed's unprefixed alias.
+// The name given of a setting that has a stage3_-prefixed name and DeepSpeed's unprefixed alias
+// ("" when neither); it joins `given`, the stage 3 keys reported as no effect below stage 3.
+std::string stage3_name(Section& s, const char* prefixed, const char* alias,
+                        std::vector<std::string>& given) {
+  std::string name = s.pick({prefixed, alias});
+  if (!name.empty()) given.push_back(name);
+  return name;
+}
+// Reads of the names not given read nothing; they give each name its type in config_schema().
+void type_absent(Section& s, std::initializer_list<const char*> names, const std::string& given,
+                 bool) {
+  bool unused = false;
+  for (const char* n : names)
+    if (given != n) s.read(n, unused);
+}
+void type_absent(Section& s, std::initializer_list<const char*> names, const std::string& given,
+                 int64_t min) {
+  int64_t unused = 0;
+  for (const char* n : names)
+    if (given != n) s.read(n, unused, min, INT64_MAX);
+}
 bool read_stage3(Section& s, const char* prefixed, const char* alias, int64_t& out,
                  std::vector<std::string>& given) {
-  std::string name = s.pick({prefixed, alias});
-  if (name.empty()) return false;
-  given.push_back(name);
-  return s.read(name, out, 0, INT64_MAX);
+  std::string name = stage3_name(s, prefixed, alias, given);
+  type_absent(s, {prefixed, alias}, name, int64_t{0});
+  return !name.empty() && s.read(name, out, 0, INT64_MAX);
 }
-bool read_stage3(Section& s, const char* prefixed, const char* alias, bool& out,
-                 std::vector<std::string>& given) {
-  std::string name = s.pick({prefixed, alias});
-  if (name.empty()) return false;
-  given.push_back(name);
-  return s.read(name, out);
+
+// Stage 3 settings without effect here: read (range-checked) under whichever name is given; at
+// stage 3 a value other than ours is reported (below stage 3 the stage warning covers it).
+void stage3_fixed(Section& s, int stage, const char* prefixed, const char* alias, int64_t ours,
+                  std::vector<std::string>& given, const std::string& why) {
+  std::string name = stage3_name(s, prefixed, alias, given);
+  type_absent(s, {prefixed, alias}, name, int64_t{0});
+  int64_t v = ours;
+  if (name.empty() || !s.read(name, v, 0, INT64_MAX)) return;
+  if (stage == 3 && v != ours) s.ctx.warn(s.child(name), "no effect: " + why);
 }
+void stage3_fixed(Section& s, int stage, const char* prefixed, const char* alias, bool ours,
+                  Otherwise otherwise, std::vector<std::string>& given, const std::string& why) {
+  std::string name = stage3_name(s, prefixed, alias, given);
+  type_absent(s, {prefixed, alias}, name, false);
+  bool v = ours;
+  if (name.empty() || !s.read(name, v) || stage != 3 || v == ours) return;
+  if (otherwise == Otherwise::kRefuse)
+    s.ctx.error(s.child(name), "not supported: " + why);
+  else
+    s.ctx.warn(s.child(name), "no effect: " + why);
+}
+
+const char* const kGather16bitWhy =
+    "with false, DeepSpeed's save_16bit_model saves no model file at stage 3 (it returns False); "
+    "this engine always gathers the full 16-bit weights into the file; remove the key or set "
+    "it true";
 
 }  // namespace
 
@@ -161,65 +207,110 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   s.read("stage", z.stage, 0, 3);
   bool overlap_given = s.read("overlap_comm", z.overlap_comm);
   if (!overlap_given) z.overlap_comm = z.stage == 3;
-  s.read("contiguous_gradients", z.contiguous_gradients);
-  s.read("reduce_scatter", z.reduce_scatter);
-  s.read("allgather_partitions", z.allgather_partitions);
-  s.read("round_robin_gradients", z.round_robin_gradients);
-  s.read("use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce);
+  read_fixed(s, "contiguous_gradients", true, Otherwise::kNoEffect,
+             "gradients always live in contiguous flat buffers here (the layout is fixed); the "
+             "reduced gradients are the same");
+  read_fixed(s, "reduce_scatter", true, Otherwise::kNoEffect,
+             "the collective is fixed by the stage (stages 0 and 1 all-reduce the flat gradients, "
+             "stages 2 and 3 reduce-scatter them); the averaged gradients are the same");
+  read_fixed(s, "allgather_partitions", true, Otherwise::kNoEffect,
+             "the updated shards are always all-gathered (DeepSpeed's false broadcasts each shard "
+             "instead); the parameters are the same");
+  read_fixed(s, "round_robin_gradients", false, Otherwise::kNoEffect,
+             "it only reorders DeepSpeed's copies of gradients to the host under CPU offload; the "
+             "offloaded gradients are the same");
+  read_fixed(s, "use_multi_rank_bucket_allreduce", true, Otherwise::kNoEffect,
+             "it only batches the buckets of DeepSpeed's all-reduce path (reduce_scatter false); "
+             "here the collective is fixed by the stage");
   s.read("reduce_bucket_size", z.reduce_bucket_size, 0, INT64_MAX);
   s.read("allgather_bucket_size", z.allgather_bucket_size, 0, INT64_MAX);
   s.read("sub_group_size", z.sub_group_size, 0, INT64_MAX);
-  s.read("load_from_fp32_weights", z.load_from_fp32_weights);
-  s.read("elastic_checkpoint", z.elastic_checkpoint);
-  s.read("ignore_unused_parameters", z.ignore_unused_parameters);
-  s.read("legacy_stage1", z.legacy_stage1);
+  read_fixed(s, "load_from_fp32_weights", true, Otherwise::kRefuse,
+             "with false, DeepSpeed rebuilds the fp32 master weights from the 16-bit model "
+             "weights when it loads a checkpoint (losing precision); this engine always loads the "
+             "fp32 masters the checkpoint holds; remove the key or set it true");
+  read_fixed(s, "elastic_checkpoint", false, Otherwise::kNoEffect,
+             "it lets DeepSpeed's stage 1/2 checkpoints load at another data-parallel size; every "
+             "checkpoint of this engine loads at any world size and stage");
+  read_fixed(s, "ignore_unused_parameters", true, Otherwise::kRefuse,
+             "with false, DeepSpeed stops with an error when a parameter gets no gradient in a "
+             "backward pass; this engine does not detect unused parameters (it reduces their "
+             "gradients as zeros); remove the key or set it true");
+  read_fixed(s, "legacy_stage1", false, Otherwise::kRefuse,
+             "the ZeRO stage 1 implementation of DeepSpeed before 0.5.9 (current DeepSpeed "
+             "raises an error for it too)");
   s.read("zero_hpz_partition_size", z.zero_hpz_partition_size, 0, INT32_MAX);
   s.read("zero_quantized_weights", z.zero_quantized_weights);
   s.read("zero_quantized_nontrainable_weights", z.zero_quantized_nontrainable_weights);
   s.read("zero_quantized_gradients", z.zero_quantized_gradients);
   s.read("mics_shard_size", z.mics_shard_size, -1, INT64_MAX);
-  s.read("mics_hierarchical_params_gather", z.mics_hierarchical_params_gather);
-  s.read("memory_efficient_linear", z.memory_efficient_linear);
-  s.read("pipeline_loading_checkpoint", z.pipeline_loading_checkpoint);
-  s.read("override_module_apply", z.override_module_apply);
-  s.read("log_trace_cache_warnings", z.log_trace_cache_warnings);
-  s.read("enable_sanity_checks", z.enable_sanity_checks);
-  bool muon_buffer = false;
-  s.read("save_muon_momentum_buffer_in_memory", muon_buffer);
+  read_fixed(s, "mics_hierarchical_params_gather", false, Otherwise::kNoEffect,
+             "MiCS sharding is not implemented (see mics_shard_size)");
+  read_fixed(s, "memory_efficient_linear", true, Otherwise::kNoEffect,
+             "it selects DeepSpeed's stage 3 replacement of Python linear layers; this engine "
+             "replaces none of the model's modules, and the gradients are the same");
+  read_fixed(s, "pipeline_loading_checkpoint", false, Otherwise::kNoEffect,
+             "it loads stage 3 checkpoints into DeepSpeed's pipeline modules; pipeline "
+             "parallelism is not implemented");
+  read_fixed(s, "override_module_apply", true, Otherwise::kNoEffect,
+             "it patches Python's nn.Module.apply under stage 3; LibTorch modules are not patched");
+  read_fixed(s, "log_trace_cache_warnings", false, Otherwise::kNoEffect,
+             "DeepSpeed's stage 3 trace-cache warnings do not exist here");
+  read_fixed(s, "enable_sanity_checks", false, Otherwise::kNoEffect,
+             "DeepSpeed's extra stage 3 debugging checks are not implemented");
+  read_fixed(s, "save_muon_momentum_buffer_in_memory", false, Otherwise::kNoEffect,
+             "the Muon optimizer is not implemented");
 
   std::vector<std::string> stage3_given;
   read_stage3(s, "stage3_prefetch_bucket_size", "prefetch_bucket_size",
               z.stage3_prefetch_bucket_size, stage3_given);
   read_stage3(s, "stage3_param_persistence_threshold", "param_persistence_threshold",
               z.stage3_param_persistence_threshold, stage3_given);
-  read_stage3(s, "stage3_model_persistence_threshold", "model_persistence_threshold",
-              z.stage3_model_persistence_threshold, stage3_given);
+  stage3_fixed(s, z.stage, "stage3_model_persistence_threshold", "model_persistence_threshold",
+               INT64_MAX, stage3_given,
+               "the total size of the persistent parameters is not capped; "
+               "stage3_param_persistence_threshold alone decides which parameters stay gathered");
   read_stage3(s, "stage3_max_live_parameters", "max_live_parameters", z.stage3_max_live_parameters,
               stage3_given);
   read_stage3(s, "stage3_max_reuse_distance", "max_reuse_distance", z.stage3_max_reuse_distance,
               stage3_given);
-  read_stage3(s, "stage3_module_granularity_threshold", "module_granularity_threshold",
-              z.stage3_module_granularity_threshold, stage3_given);
-  read_stage3(s, "stage3_partition_stream_chunk_size", "partition_stream_chunk_size",
-              z.stage3_partition_stream_chunk_size, stage3_given);
-  read_stage3(s, "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params",
-              z.stage3_use_all_reduce_for_fetch_params, stage3_given);
-  read_stage3(s, "stage3_allgather_sequential", "allgather_sequential",
-              z.stage3_allgather_sequential, stage3_given);
-  std::string gather =
-      s.pick({"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"});
-  if (!gather.empty()) {
-    stage3_given.push_back(gather);
-    s.read(gather, z.stage3_gather_16bit_weights_on_model_save);
-  }
+  stage3_fixed(s, z.stage, "stage3_module_granularity_threshold", "module_granularity_threshold", 0,
+               stage3_given,
+               "it groups DeepSpeed's small modules into leaf modules for fetching; this engine "
+               "fetches by zero::Sharded block");
+  stage3_fixed(s, z.stage, "stage3_partition_stream_chunk_size", "partition_stream_chunk_size", 0,
+               stage3_given,
+               "it streams DeepSpeed's zero.Init partitioning in chunks to save memory; the "
+               "partitions are the same");
+  stage3_fixed(s, z.stage, "stage3_use_all_reduce_for_fetch_params",
+               "use_all_reduce_for_fetch_params", false, Otherwise::kNoEffect, stage3_given,
+               "parameters are always fetched with all-gather (DeepSpeed's all-reduce variant "
+               "gathers the same values)");
+  stage3_fixed(s, z.stage, "stage3_allgather_sequential", "allgather_sequential", false,
+               Otherwise::kNoEffect, stage3_given,
+               "it serializes DeepSpeed's parameter all-gathers; the gathered parameters are the "
+               "same");
+  // DeepSpeed's default is false; ours is true (a file without the key gets the full weights).
+  std::string gather = stage3_name(s, "stage3_gather_16bit_weights_on_model_save",
+                                   "gather_16bit_weights_on_model_save", stage3_given);
+  type_absent(s,
+              {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"},
+              gather, false);
+  if (!s.get("stage3_gather_fp16_weights_on_model_save"))
+    type_absent(s, {"stage3_gather_fp16_weights_on_model_save"}, "", false);
+  bool gather_16bit = true;
+  if (!gather.empty() && s.read(gather, gather_16bit) && !gather_16bit && z.stage == 3)
+    ctx.error(s.child(gather), std::string("not supported: ") + kGather16bitWhy);
   if (s.get("stage3_gather_fp16_weights_on_model_save")) {
     const std::string old = "stage3_gather_fp16_weights_on_model_save";
     if (!gather.empty()) {
       ctx.error(s.child(old), "deprecated '" + old + "' and its replacement '" + gather +
                                   "' are both given; keep '" + gather + "'");
-    } else if (s.read(old, z.stage3_gather_16bit_weights_on_model_save)) {
+    } else if (s.read(old, gather_16bit)) {
       stage3_given.push_back(old);
       ctx.warn(s.child(old), "deprecated: read as stage3_gather_16bit_weights_on_model_save");
+      if (!gather_16bit && z.stage == 3)
+        ctx.error(s.child(old), std::string("not supported: ") + kGather16bitWhy);
     }
   }
 
@@ -229,7 +320,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   read_offload_optimizer(s, oo, z.offload_optimizer);
   read_offload_param(s, op, z.offload_param);
   bool flag = false;
-  if (s.get("cpu_offload") && s.read("cpu_offload", flag)) {
+  if (s.read("cpu_offload", flag)) {
     if (oo) {
       ctx.error(s.child("cpu_offload"),
                 "deprecated 'cpu_offload' and its replacement 'offload_optimizer' are both "
@@ -241,7 +332,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
       if (flag) z.offload_optimizer.device = "cpu";
     }
   }
-  if (s.get("cpu_offload_param") && s.read("cpu_offload_param", flag)) {
+  if (s.read("cpu_offload_param", flag)) {
     if (op) {
       ctx.error(s.child("cpu_offload_param"),
                 "deprecated 'cpu_offload_param' and its replacement 'offload_param' "
@@ -253,7 +344,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
       if (flag) z.offload_param.device = "cpu";
     }
   }
-  if (s.get("cpu_offload_use_pin_memory") && s.read("cpu_offload_use_pin_memory", flag)) {
+  if (s.read("cpu_offload_use_pin_memory", flag)) {
     ctx.warn(s.child("cpu_offload_use_pin_memory"),
              "deprecated: read as pin_memory of the offload sections enabled by cpu_offload / "
              "cpu_offload_param");
@@ -358,10 +449,14 @@ void read_monitors(Section& root, Config& config) {
     CheckpointConfig& c = config.checkpoint;
     Section s(root.ctx, root.get("checkpoint"), "checkpoint", Unknown::kWarn);
     s.read_enum("tag_validation", c.tag_validation, {"Ignore", "Warn", "Fail"}, true);
-    s.read("load_universal", c.load_universal);
+    read_fixed(s, "load_universal", false, Otherwise::kNoEffect,
+               "every checkpoint of this engine loads at any world size and stage (DeepSpeed "
+               "needs its universal format for that)");
     s.read("use_node_local_storage", c.use_node_local_storage);
     Section pw(root.ctx, s.get("parallel_write"), "checkpoint.parallel_write", Unknown::kWarn);
-    pw.read("pipeline_stage", c.parallel_write_pipeline_stage);
+    read_fixed(pw, "pipeline_stage", false, Otherwise::kNoEffect,
+               "it spreads DeepSpeed's checkpoint writes over pipeline stages; pipeline "
+               "parallelism is not implemented");
     pw.finish("checkpoint.parallel_write");
     s.finish("checkpoint");
   }
@@ -371,6 +466,7 @@ void read_monitors(Section& root, Config& config) {
     s.read("block_size", a.block_size, 1, INT64_MAX);
     s.read("queue_depth", a.queue_depth, 1, INT64_MAX);
     std::string threads = s.pick({"intra_op_parallelism", "thread_count"});
+    type_absent(s, {"intra_op_parallelism", "thread_count"}, threads, int64_t{1});
     if (!threads.empty()) {
       s.read(threads, a.intra_op_parallelism, 1, INT64_MAX);
       if (threads == "thread_count")
@@ -378,7 +474,9 @@ void read_monitors(Section& root, Config& config) {
     }
     s.read("single_submit", a.single_submit);
     s.read("overlap_events", a.overlap_events);
-    s.read("use_gds", a.use_gds);
+    read_fixed(s, "use_gds", false, Otherwise::kNoEffect,
+               "GPUDirect Storage is not used; NVMe offload moves data between the files and "
+               "pinned host memory with io_uring");
     s.finish("aio");
   }
   {

@@ -36,6 +36,23 @@ bool Ctx::is_overridden(const std::string& path) const {
   return false;
 }
 
+void Ctx::note_key(ConfigSchemaKey key) {
+  if (!schema) return;
+  for (ConfigSchemaKey& k : *schema) {
+    if (k.path != key.path) continue;
+    if (key.kind != ConfigSchemaKey::Kind::kAny) k = std::move(key);
+    return;
+  }
+  schema->push_back(std::move(key));
+}
+
+static ConfigSchemaKey schema_key(std::string path, ConfigSchemaKey::Kind kind) {
+  ConfigSchemaKey k;
+  k.path = std::move(path);
+  k.kind = kind;
+  return k;
+}
+
 ConfigDiagnostic Ctx::make(const std::string& path, const std::string& message) const {
   ConfigDiagnostic d;
   d.path = path_or_root(path);
@@ -188,7 +205,10 @@ std::string Section::child(const std::string& key) const {
 }
 
 const nlohmann::json* Section::get(const std::string& key) {
-  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) {
+    known_.push_back(key);
+    ctx.note_key(schema_key(child(key), ConfigSchemaKey::Kind::kAny));
+  }
   if (!object_) return nullptr;
   auto it = object_->find(key);
   if (it == object_->end() || it->is_null()) return nullptr;
@@ -220,12 +240,16 @@ bool Section::is_auto(const std::string& key) {
 
 bool Section::read(const std::string& key, bool& out) {
   const nlohmann::json* v = get(key);
+  ctx.note_key(schema_key(child(key), ConfigSchemaKey::Kind::kBool));
   if (!v || is_auto(key)) return false;
   return to_bool(ctx, child(key), *v, out);
 }
 
 bool Section::read(const std::string& key, int64_t& out, int64_t min, int64_t max) {
   const nlohmann::json* v = get(key);
+  ConfigSchemaKey k = schema_key(child(key), ConfigSchemaKey::Kind::kInt);
+  k.int_min = min, k.int_max = max;
+  ctx.note_key(std::move(k));
   if (!v || is_auto(key)) return false;
   int64_t x = 0;
   if (!to_int64(ctx, child(key), *v, x)) return false;
@@ -253,6 +277,9 @@ bool Section::read(const std::string& key, int& out, int64_t min, int64_t max) {
 
 bool Section::read(const std::string& key, double& out, double min, double max) {
   const nlohmann::json* v = get(key);
+  ConfigSchemaKey k = schema_key(child(key), ConfigSchemaKey::Kind::kFloat);
+  k.float_min = min, k.float_max = max;
+  ctx.note_key(std::move(k));
   if (!v || is_auto(key)) return false;
   double x = 0;
   if (!to_double(ctx, child(key), *v, x)) return false;
@@ -272,6 +299,7 @@ bool Section::read(const std::string& key, double& out, double min, double max) 
 
 bool Section::read(const std::string& key, std::string& out) {
   const nlohmann::json* v = get(key);
+  ctx.note_key(schema_key(child(key), ConfigSchemaKey::Kind::kString));
   if (!v) return false;
   if (!v->is_string()) {
     ctx.error(child(key), "expected a string, got " + type_name(*v));
@@ -284,6 +312,9 @@ bool Section::read(const std::string& key, std::string& out) {
 bool Section::read_enum(const std::string& key, std::string& out,
                         const std::vector<std::string>& values, bool ci) {
   const nlohmann::json* v = get(key);
+  ConfigSchemaKey k = schema_key(child(key), ConfigSchemaKey::Kind::kEnum);
+  k.values = values;
+  ctx.note_key(std::move(k));
   if (!v || is_auto(key)) return false;
   std::string list;
   for (const std::string& s : values) list += (list.empty() ? "\"" : ", \"") + s + "\"";
@@ -303,6 +334,32 @@ bool Section::read_enum(const std::string& key, std::string& out,
                             "\"; valid values: " + list +
                             (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
   return false;
+}
+
+static void report_other_value(Section& s, const std::string& key, Otherwise otherwise,
+                               const std::string& why) {
+  if (otherwise == Otherwise::kRefuse)
+    s.ctx.error(s.child(key), "not supported: " + why);
+  else
+    s.ctx.warn(s.child(key), "no effect: " + why);
+}
+
+void read_fixed(Section& s, const std::string& key, bool ours, Otherwise otherwise,
+                const std::string& why) {
+  bool v = ours;
+  if (s.read(key, v) && v != ours) report_other_value(s, key, otherwise, why);
+}
+
+void read_fixed(Section& s, const std::string& key, int64_t ours, int64_t min, int64_t max,
+                const std::string& why) {
+  int64_t v = ours;
+  if (s.read(key, v, min, max) && v != ours) report_other_value(s, key, Otherwise::kNoEffect, why);
+}
+
+void read_fixed(Section& s, const std::string& key, double ours, double min, double max,
+                const std::string& why) {
+  double v = ours;
+  if (s.read(key, v, min, max) && v != ours) report_other_value(s, key, Otherwise::kNoEffect, why);
 }
 
 void Section::finish(const std::string& what) {

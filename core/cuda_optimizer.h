@@ -11,11 +11,13 @@
 
 namespace zero::detail {
 
-// Runs Adam/AdamW (p) on shards[i] for every i in `which` (fp32 masters and moments, fp32 or
-// 16-bit gradients, all contiguous on one CUDA device). Returns false, having done nothing,
-// when the fused kernel is not available in this build or the tensors do not fit it.
-bool cuda_adam_step(const kernels::AdamParams& p, const std::vector<OptimizerShard>& shards,
-                    const std::vector<size_t>& which, std::vector<at::Tensor>& exp_avg,
-                    std::vector<at::Tensor>& exp_avg_sq);
+// Runs Adam/AdamW (p) on the shards of `which` that the fused kernel takes (on the CUDA device
+// of the first one's master; see for_each_adam_launch), writing param16 where defined. Returns
+// the indices it did not update: all of `which` when this build has no fused kernel.
+std::vector<size_t> cuda_adam_step(const kernels::AdamParams& p,
+                                   const std::vector<OptimizerShard>& shards,
+                                   const std::vector<size_t>& which,
+                                   std::vector<at::Tensor>& exp_avg,
+                                   std::vector<at::Tensor>& exp_avg_sq);
 
 }  // namespace zero::detail

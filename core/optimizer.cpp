@@ -1,9 +1,12 @@
-// ShardOptimizer implementations: Adam/AdamW (torch.optim math; CPU fp32 through the vectorized
-// kernels::adam_step_cpu, other devices through ATen ops) and SGD with momentum (ATen ops).
+// ShardOptimizer implementations: Adam/AdamW (torch.optim math; CPU shards through the launch
+// lists of the fused kernel and its CPU twin, CUDA shards through the fused kernel, the rest
+// through ATen ops) and SGD with momentum (ATen ops).
 #include <zero/core/optimizer.h>
 #include <zero/error.h>
 #include <zero/kernels/adam.h>
+#include <zero/kernels/multi_tensor.h>
 
+#include "adam_launch.h"
 #include "cuda_optimizer.h"
 
 #include <ATen/ATen.h>
@@ -51,14 +54,21 @@ class AdamOptimizer : public ShardOptimizer {
             double grad_scale) override {
     ZERO_ASSERT(shards.size() == exp_avg_.size(), "optimizer state not initialised");
     const kernels::AdamParams p = adam_params(options_, lr, step, grad_scale);
-    std::vector<size_t> others;  // not for the CPU kernels: GPU shards, unusual dtypes/layouts
+    // CPU shards go through the very launch lists the fused CUDA kernel gets (adam_launch.h),
+    // run by its CPU twin: a pointer the list drops fails the CPU tests too.
+    std::vector<size_t> cpu, others;
     for (size_t i = 0; i < shards.size(); ++i) {
       const OptimizerShard& s = shards[i];
       check_shard(s);
       if (s.master.numel() == 0) continue;
-      if (!adam_step_host(p, s.master, s.grad, exp_avg_[i], exp_avg_sq_[i], s.param16))
-        others.push_back(i);
+      (s.master.is_cpu() ? cpu : others).push_back(i);
     }
+    const std::vector<size_t> rest = detail::for_each_adam_launch(
+        shards, cpu, exp_avg_, exp_avg_sq_, at::Device(at::kCPU), [&](const detail::AdamLaunch& l) {
+          kernels::multi_tensor_adam_cpu(p, l.list.data(), l.list.size(), l.grad_type,
+                                         l.param16_type);
+        });
+    others.insert(others.end(), rest.begin(), rest.end());
     if (!others.empty()) step_others(shards, others, p, lr, step, grad_scale);
   }
 
@@ -84,9 +94,9 @@ class AdamOptimizer : public ShardOptimizer {
   // can name the current stream; ATen ops otherwise (and for anything the kernels do not take).
   void step_others(const std::vector<OptimizerShard>& shards, const std::vector<size_t>& which,
                    const kernels::AdamParams& p, double lr, int64_t step, double grad_scale) {
-    if (detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_)) return;
+    const std::vector<size_t> rest = detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_);
     const bool adamw = options_.kind == OptimizerKind::kAdamW;
-    for (size_t i : which) {
+    for (size_t i : rest) {
       at::Tensor g = shards[i].grad.to(at::kFloat);
       if (grad_scale != 1.0) g = g.div(grad_scale);
       step_aten(shards[i], g, exp_avg_[i], exp_avg_sq_[i], lr, step, adamw);

@@ -13,6 +13,9 @@
 #                                                  Debian's libgloo + the shared libraries it
 #                                                  needs (hiredis, ibverbs, libnl), a fallback for
 #                                                  a torch without usable embedded Gloo
+#   uring/include (liburing.h, liburing/), uring/lib/liburing.a
+#                                                  liburing for offload/'s io_uring engine,
+#                                                  static so nothing is needed at run time
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-$ROOT/.gpu_deps}
@@ -23,7 +26,7 @@ need_pkg() {
     exit 1
   fi
 }
-for p in nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libgloo-dev; do need_pkg "$p"; done
+for p in nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libgloo-dev liburing-dev; do need_pkg "$p"; done
 pkg_version() { dpkg-query -W -f='${Version}' "$1"; }
 
 # Build into a temporary folder and swap it in at the end, so a failed run leaves the old bundle.
@@ -132,16 +135,25 @@ if(NOT TARGET gloo)
     IMPORTED_LOCATION "\${_gloo_prefix}/lib/$(basename "$gloo_so")"
     IMPORTED_SONAME "libgloo.so.0"
     INTERFACE_INCLUDE_DIRECTORIES "\${_gloo_prefix}/include"
-    INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,\${_gloo_prefix}/lib")
+    INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,\${_gloo_prefix}/lib"
+    # A plain -I, searched before every -isystem: a torch that ships its own include/gloo
+    # (-isystem, as every imported target's) cannot shadow the headers of this libgloo.
+    SYSTEM FALSE)
 endif()
 set(Gloo_FOUND TRUE)
 unset(_gloo_prefix)
 EOF
 
+# --- liburing: the header, its folder and the static library (position-independent code). ---
+U="$TMP/uring"
+mkdir -p "$U/include" "$U/lib"
+cp -a /usr/include/liburing.h /usr/include/liburing "$U/include/"
+cp -a /usr/lib/x86_64-linux-gnu/liburing.a "$U/lib/"
+
 {
   echo "# Made by scripts/gpu_deps.sh on $(date -u +%Y-%m-%dT%H:%MZ) from these Debian packages:"
   for p in nlohmann-json3-dev catch2 libspdlog-dev libfmt-dev libgloo-dev libgloo0 libhiredis0.14 \
-    libibverbs1 libnl-3-200 libnl-route-3-200; do
+    libibverbs1 libnl-3-200 libnl-route-3-200 liburing-dev; do
     printf '%s %s\n' "$p" "$(pkg_version "$p" 2>/dev/null || echo '?')"
   done
   echo "# glibc symbol versions the carried shared libraries need (the GPU machine must have them):"

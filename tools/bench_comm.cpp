@@ -106,7 +106,7 @@ Result measure(Communicator& c, const Options& o, const std::string& op, int64_t
     return c.broadcast(big, 0);
   };
   for (int i = 0; i < o.warmup; ++i) run_once()->wait();
-  c.barrier()->wait();
+  c.barrier()->synchronize();
   const auto start = std::chrono::steady_clock::now();
   WorkHandle last;
   for (int i = 0; i < o.iters; ++i) last = run_once();
@@ -159,7 +159,7 @@ int run(const std::vector<std::string>& args) {
     }
     std::printf("]}\n");
   }
-  c->barrier()->wait();
+  c->barrier()->synchronize();
   return 0;
 }
 

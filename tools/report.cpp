@@ -13,8 +13,10 @@
 #include <cpuid.h>
 
 #if defined(ZERO_HAS_CUDA)
-#include <cublas_api.h>
 #include <cuda_runtime_api.h>
+#endif
+#if defined(ZERO_HAS_CUBLAS)
+#include <cublas_api.h>
 #endif
 #if defined(ZERO_HAS_NCCL)
 #include <nccl.h>
@@ -103,11 +105,15 @@ int run_report(const std::vector<std::string>& args) {
     row("CUDA driver", version3(driver / 1000, (driver % 1000) / 10, 0));
   else
     row("CUDA driver", "none");
+#if defined(ZERO_HAS_CUBLAS)
   int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   cublasGetProperty(MAJOR_VERSION, &cublas_major);
   cublasGetProperty(MINOR_VERSION, &cublas_minor);
   cublasGetProperty(PATCH_LEVEL, &cublas_patch);
   row("cuBLAS", version3(cublas_major, cublas_minor, cublas_patch));
+#else
+  row("cuBLAS", "not linked (the CUDA toolkit had no libcublas)");
+#endif
   gpus = cuda_device_count(&no_gpu_reason);
 #else
   row("CUDA", "not compiled in");

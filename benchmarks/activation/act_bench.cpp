@@ -137,7 +137,7 @@ int run(int argc, char** argv) {
     const bool measured = step == steps - 1;  // memory: the last step
     if (step == std::min(1, steps - 1)) timed_from = engine.activation_checkpointing()->stats();
     const gpt::Batch b = data.batch(step, 0, rank, world, micro, 1);
-    zero::world_communicator()->barrier()->wait();
+    zero::world_communicator()->barrier()->synchronize();
     if (measured) {
       before_step = engine.memory_report();
       rss_before_step = status_kib("VmRSS") * 1024;

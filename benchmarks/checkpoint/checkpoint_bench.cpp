@@ -125,7 +125,7 @@ std::string config_json(int stage) {
 using Clock = std::chrono::steady_clock;
 
 void barrier(Communicator& comm) {
-  comm.barrier()->wait();
+  comm.barrier()->synchronize();
 }
 
 // The wall time of fn on all ranks together: barrier, fn, barrier.

@@ -120,6 +120,6 @@ int main() {
     std::printf("| %d | DistributedOptimizer (torch::optim::AdamW) | %lld | %.1f | %.2fx | %.4f |\n",
                 world, static_cast<long long>(params), d, d / e, dist_loss);
   }
-  comm->barrier()->wait();
+  comm->barrier()->synchronize();
   return 0;
 }

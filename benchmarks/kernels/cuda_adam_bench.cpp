@@ -149,6 +149,8 @@ Row run_case(const std::string& case_name, const std::vector<int64_t>& sizes, co
   fill_random(m.bytes(), total, 0, -1e-3f, 1e-3f, 3);
   fill_random(vv.bytes(), total, 0, 1e-8f, 1e-6f, 4);
   if (v.param16) BENCH_CUDA(cudaMemset(p16.bytes(), 0xff, total * 2));  // poisoned (NaN)
+  // The fills ran on the legacy stream, which the non-blocking bench stream does not wait for.
+  BENCH_CUDA(cudaDeviceSynchronize());
 
   std::vector<AdamShard> shards;
   for (size_t i = 0; i < sizes.size(); ++i) {

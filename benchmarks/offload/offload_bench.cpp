@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       std::ofstream("/proc/self/clear_refs") << "5";
     };
     for (int s = 0; s < o.steps; ++s) {
-      comm->barrier()->wait();
+      comm->barrier()->synchronize();
       std::ofstream("/proc/self/clear_refs") << "5";
       const auto t0 = std::chrono::steady_clock::now();
       torch::Tensor x = torch::randn({1, 16, o.width}).to(dtype);
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
       const auto t1 = std::chrono::steady_clock::now();
       engine.step();
       end_phase(2);
-      comm->barrier()->wait();
+      comm->barrier()->synchronize();
       const auto t2 = std::chrono::steady_clock::now();
       step_s.push_back(std::chrono::duration<double>(t2 - t0).count());
       opt_s.push_back(std::chrono::duration<double>(t2 - t1).count());
@@ -201,11 +201,11 @@ int main(int argc, char** argv) {
     if (o.offload == "nvme") {
       std::vector<RawIoResult> runs;
       for (int i = 0; i < 3; ++i) {
-        comm->barrier()->wait();
+        comm->barrier()->synchronize();
         runs.push_back(
             measure_aio_raw(o.nvme_path, m.nvme_bytes, offload::AioOptions{}, int64_t{64} << 20));
       }
-      comm->barrier()->wait();
+      comm->barrier()->synchronize();
       std::sort(runs.begin(), runs.end(), [](const RawIoResult& a, const RawIoResult& b) {
         return a.read_s + a.write_s < b.read_s + b.write_s;
       });
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
       }
       std::printf("\n");
     }
-    comm->barrier()->wait();
+    comm->barrier()->synchronize();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "offload_bench: %s\n", e.what());
     return 1;

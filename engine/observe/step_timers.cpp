@@ -3,6 +3,7 @@
 #include "observe/step_timers.h"
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <cstdio>
 
@@ -22,12 +23,22 @@ double ms_between(StepTimers::Clock::time_point a, StepTimers::Clock::time_point
 
 StepTimers::StepTimers() : mark_(Clock::now()), call_start_(mark_), step_start_(mark_) {}
 
+void StepTimers::sync_device_at_boundaries(const at::Device& device) {
+  if (device.is_cuda()) sync_index_ = device.index();
+}
+
+void StepTimers::sync_device() const {
+  if (sync_index_) torch::cuda::synchronize(*sync_index_);
+}
+
 void StepTimers::enter() {
+  sync_device();
   call_start_ = Clock::now();
   add(TimerPart::kFwd, ms_between(mark_, call_start_));
 }
 
 void StepTimers::leave(TimerPart part) {
+  sync_device();
   mark_ = Clock::now();
   add(part, ms_between(call_start_, mark_));
 }

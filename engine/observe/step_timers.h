@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <string>
 
@@ -33,6 +34,11 @@ class StepTimers {
   void enter();
   void leave(TimerPart part);
   void add(TimerPart part, double ms) { step_[static_cast<int>(part)] += ms; }
+  // wall_clock_breakdown with the parameters on a GPU: every part boundary first waits for the
+  // device (as DeepSpeed's timers synchronize), so queued kernels count in the part that queued
+  // them, not in the first host read that follows. Off by default: a sync costs overlap.
+  void sync_device_at_boundaries(const at::Device& device);
+  void sync_device() const;
   // After an optimizer step: this step's parts and wall time become the last step's and are
   // added to the interval.
   void end_step();
@@ -54,16 +60,20 @@ class StepTimers {
   std::array<double, kTimerParts> step_{}, last_{}, interval_{};
   double last_step_ms_ = 0, interval_step_ms_ = 0;
   int64_t interval_steps_ = 0;
+  std::optional<int64_t> sync_index_;  // the CUDA device to wait for, when set
 };
 
 // Times a scope into a part of `timers` (nothing when timers is null).
 class ScopedPart {
  public:
-  ScopedPart(StepTimers* timers, TimerPart part)
-      : timers_(timers), part_(part), start_(StepTimers::Clock::now()) {}
+  ScopedPart(StepTimers* timers, TimerPart part) : timers_(timers), part_(part) {
+    if (timers_) timers_->sync_device();
+    start_ = StepTimers::Clock::now();
+  }
   ~ScopedPart() {
-    if (timers_)
-      timers_->add(
+    if (!timers_) return;
+    timers_->sync_device();
+    timers_->add(
           part_,
           std::chrono::duration<double, std::milli>(StepTimers::Clock::now() - start_).count());
   }

@@ -237,12 +237,11 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     }
     // Each rank continues its own random stream when the world size is unchanged.
     if (rank < m.world_size) {
-      const ckpt::TensorInfo* t = reader->find_tensor(rank, ckpt::kRngTensor);
-      if (t && t->dtype == ckpt::DType::kU8) {
+      for (auto& [name, gen] : detail::rng_generators(device)) {
+        const ckpt::TensorInfo* t = reader->find_tensor(rank, name);
+        if (!t || t->dtype != ckpt::DType::kU8) continue;  // saved on another kind of device
         at::Tensor state = at::empty({t->numel()}, at::TensorOptions().dtype(at::kByte));
-        reader->read_tensor(rank, ckpt::kRngTensor, ckpt::DType::kU8, t->nbytes(),
-                            state.data_ptr());
-        at::Generator gen = at::detail::getDefaultCPUGenerator();
+        reader->read_tensor(rank, name, ckpt::DType::kU8, t->nbytes(), state.data_ptr());
         std::lock_guard<std::mutex> lock(gen.mutex());
         gen.set_state(state);
       }

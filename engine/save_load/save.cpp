@@ -91,14 +91,15 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
                          std::vector<int64_t>(h.sizes().begin(), h.sizes().end()), h.data_ptr()});
     }
   }
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  at::Tensor rng;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng = gen.get_state();
+  for (auto& [name, gen] : detail::rng_generators(s.params[0].device())) {
+    at::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();  // a CPU byte tensor, for CUDA generators too
+    }
+    keep_alive.push_back(rng);
+    tensors.push_back({name, ckpt::DType::kU8, {rng.numel()}, rng.data_ptr()});
   }
-  keep_alive.push_back(rng);
-  tensors.push_back({ckpt::kRngTensor, ckpt::DType::kU8, {rng.numel()}, rng.data_ptr()});
   int64_t total = 0;
   for (const auto& t : tensors) {
     int64_t n = ckpt::dtype_bytes(t.dtype);

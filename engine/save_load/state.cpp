@@ -4,6 +4,9 @@
 
 #include <zero/config/config.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+
 #include <unordered_set>
 
 namespace zero::detail {
@@ -115,6 +118,14 @@ std::string config_hash(const Config& config) {
   std::snprintf(buf, sizeof(buf), "%016llx",
                 static_cast<unsigned long long>(fnv1a(to_json_string(config, -1))));
   return buf;
+}
+
+std::vector<std::pair<std::string, at::Generator>> rng_generators(at::Device param_device) {
+  std::vector<std::pair<std::string, at::Generator>> out{
+      {ckpt::kRngTensor, at::detail::getDefaultCPUGenerator()}};
+  if (param_device.is_cuda())
+    out.emplace_back(ckpt::kCudaRngTensor, at::globalContext().defaultGenerator(param_device));
+  return out;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Impl& impl) {

@@ -7,6 +7,8 @@
 
 #include <zero/checkpoint/manifest.h>
 
+#include <ATen/core/Generator.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +46,10 @@ at::ScalarType scalar_type_of(const std::string& safetensors_dtype);
 uint64_t fnv1a(const std::string& text);
 // A stable hash of the resolved config (FNV-1a of its JSON), as 16 hex digits.
 std::string config_hash(const Config& config);
+
+// The random generators a rank's file carries, by tensor name: the CPU's (kRngTensor) and,
+// when the parameters are on a CUDA device, that device's (kCudaRngTensor).
+std::vector<std::pair<std::string, at::Generator>> rng_generators(at::Device param_device);
 
 // Buffers and frozen parameters of the model: saved whole by rank 0.
 std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Impl& impl);

@@ -5,6 +5,7 @@
 #include <zero/error.h>
 #include <zero/config/config.h>
 #include <zero/comm/communicator.h>
+#include <zero/comm/parallel_grid.h>
 #include <zero/comm/process_group.h>
 #include <zero/kernels/adam.h>
 #include <zero/kernels/cpu.h>
@@ -20,3 +21,5 @@
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/memory_estimate.h>
 #include <zero/engine/sharded.h>
+#include <zero/tp/layers.h>
+#include <zero/tp/mappings.h>

@@ -12,6 +12,7 @@
 #include <zero/kernels/adam.h>
 #include <zero/kernels/cpu.h>
 #include <zero/kernels/math.h>
+#include <zero/kernels/multi_tensor.h>
 
 #include "kernel_table.h"
 #include "parallel.h"
@@ -188,6 +189,22 @@ void adam_step_cpu_fp32_grad(const AdamParams& p, float* param, const float* gra
                              int64_t numel) {
   run_adam(p, param, grad, detail::kElemF32, exp_avg, exp_avg_sq, out_param16, out_type, numel,
            "adam_step_cpu_fp32_grad");
+}
+
+void multi_tensor_adam_cpu(const AdamParams& p, const AdamShard* shards, size_t count,
+                           DType grad_type, DType param16_type) {
+  const bool any16 = std::any_of(shards, shards + count, [](const AdamShard& s) { return s.param16; });
+  ZERO_CHECK(!any16 || param16_type != DType::kFp32, UsageError,
+             "multi_tensor_adam_cpu: param16_type must be fp16 or bf16");
+  const Half16 out_type = param16_type == DType::kFp16 ? Half16::kFp16 : Half16::kBf16;
+  const int grad_kind = grad_type == DType::kFp32   ? detail::kElemF32
+                        : grad_type == DType::kFp16 ? detail::kElemF16
+                                                    : detail::kElemBf16;
+  for (size_t i = 0; i < count; ++i) {
+    const AdamShard& s = shards[i];
+    run_adam(p, s.param, s.grad, grad_kind, s.exp_avg, s.exp_avg_sq,
+             static_cast<uint16_t*>(s.param16), out_type, s.numel, "multi_tensor_adam_cpu");
+  }
 }
 
 bool unscale_cpu(float* data, int64_t numel, float scale) {

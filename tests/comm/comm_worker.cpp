@@ -1,10 +1,13 @@
 // One rank of the multi-process comm tests (started by zerorun, mpirun or launch_local.sh):
-// `collectives` checks every collective x dtype x shape exactly; `timeout` and `env` modes below.
+// `collectives` checks every collective x dtype x shape exactly; `grid` the sub-communicators of
+// a tensor x data x pipeline grid; `timeout` and `env` modes below.
+#include <zero/comm/parallel_grid.h>
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -255,6 +258,38 @@ int run_collectives(const RankEnv& env) {
   return 0;
 }
 
+// grid --tp T --pp P: each of this rank's grid groups sums the world ranks of exactly the ranks
+// GridLayout puts in it, in its order (an all_gather of world ranks).
+int run_grid(const RankEnv& env, int tp, int pp) {
+  auto world = init_communicator(env);
+  const ParallelGrid grid = parallel_grid(world, GridSizes{tp, pp});
+  const GridLayout& l = grid.layout();
+  const GridCoord c = l.coord_of(env.rank);
+  expect(grid.tensor_rank() == c.tensor && grid.data_rank() == c.data &&
+             grid.pipeline_rank() == c.pipeline,
+         "grid coordinates");
+  auto check = [&](const std::shared_ptr<Communicator>& g,
+                   const std::vector<std::vector<int>>& groups, const char* kind) {
+    std::vector<int> mine;
+    for (const auto& ranks : groups)
+      if (std::find(ranks.begin(), ranks.end(), env.rank) != ranks.end()) mine = ranks;
+    expect(g && g->world_size() == static_cast<int>(mine.size()), std::string(kind) + " size");
+    at::Tensor in = at::full({1}, env.rank, at::kLong);
+    at::Tensor out = at::zeros({static_cast<int64_t>(mine.size())}, at::kLong);
+    g->all_gather(in, out)->wait();
+    expect_equal(out, at::tensor(std::vector<int64_t>(mine.begin(), mine.end()), at::kLong),
+                 std::string(kind) + " group members in order");
+  };
+  check(grid.tensor_group(), l.tensor_groups(), "tensor");
+  check(grid.data_group(), l.data_groups(), "data");
+  check(grid.pipeline_group(), l.pipeline_groups(), "pipeline");
+  check(grid.model_group(), l.model_groups(), "model");
+  world->barrier()->wait();
+  std::cout << "rank " << env.rank << " " << grid.to_string() << ": " << g_checks
+            << " checks passed\n";
+  return 0;
+}
+
 // timeout --mode never-joins|stops-joining --absent-rank R --timeout-ms T
 int run_timeout(const RankEnv& env, const std::string& mode, int absent, int timeout_ms) {
   CommOptions opts;
@@ -309,6 +344,8 @@ int main(int argc, char** argv) {
     env = detect_rank_env();
     g_rank = env.rank;
     if (mode == "collectives") return run_collectives(env);
+    if (mode == "grid")
+      return run_grid(env, std::stoi(flag("--tp", "1")), std::stoi(flag("--pp", "1")));
     if (mode == "timeout")
       return run_timeout(env, flag("--mode", "stops-joining"),
                          std::stoi(flag("--absent-rank", "1")),

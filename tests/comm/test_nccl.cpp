@@ -1,12 +1,12 @@
 // The NCCL backend on one GPU (a world of one; NCCL allows one rank per device): every
 // collective and dtype round-trips exactly. Exits 77 (skipped) without a CUDA device.
-#include <catch2/catch.hpp>
-
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
 #include <cuda_runtime.h>
+
+#include "catch_after_torch.h"
 
 #include <cstdlib>
 #include <vector>

@@ -1,5 +1,7 @@
-// Unit tests of the ds_config parser, one block per policy line of issue 2: syntax, unknown keys,
-// unimplemented features, deprecated forms, "auto", the batch rule, contradictions, output.
+// Unit tests of the ds_config parser, one block per line of its policy (docs/config.md): syntax,
+// unknown keys, unimplemented features, no-effect keys, deprecated forms, "auto", the batch rule,
+// contradictions, output.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -323,7 +325,6 @@ TEST_CASE("deprecated forms are accepted with a warning and mapped") {
   CHECK(z.offload_param.device == "cpu");
   CHECK(z.offload_optimizer.pin_memory);
   CHECK(z.offload_param.pin_memory);
-  CHECK(z.stage3_gather_16bit_weights_on_model_save);
   CHECK(p.config.bf16.enabled);
   CHECK(p.warnings.size() == 5);
   for (const auto& w : p.warnings) CHECK(mentions(w, "deprecated"));
@@ -347,7 +348,6 @@ TEST_CASE("stage 3 aliases without the stage3_ prefix are accepted, but not both
   CHECK(c.zero_optimization.stage3_param_persistence_threshold == 8);
   CHECK(c.zero_optimization.stage3_max_live_parameters == 9);
   CHECK(c.zero_optimization.stage3_max_reuse_distance == 10);
-  CHECK(c.zero_optimization.stage3_gather_16bit_weights_on_model_save);
   auto d = errors_of(
       std::string("{") + kBatch +
       R"(, "zero_optimization": {"stage": 3, "prefetch_bucket_size": 7, "stage3_prefetch_bucket_size": 7}})");
@@ -511,8 +511,6 @@ TEST_CASE("defaults are DeepSpeed's code defaults") {
   const auto& z = c.zero_optimization;
   CHECK(z.stage == 0);
   CHECK(!z.overlap_comm);
-  CHECK(z.contiguous_gradients);
-  CHECK(z.reduce_scatter);
   CHECK(z.reduce_bucket_size == 500000000);
   CHECK(z.allgather_bucket_size == 500000000);
   CHECK(z.sub_group_size == 1000000000);
@@ -553,7 +551,7 @@ TEST_CASE("to_json_string prints every field and reads back into the same config
   std::string printed = zero::to_json_string(c);
   auto j = nlohmann::json::parse(printed);
   CHECK(j["zero_optimization"]["offload_optimizer"]["ratio"] == 0.25);
-  CHECK(j["zero_optimization"]["stage3_model_persistence_threshold"] == INT64_MAX);
+  CHECK(j["zero_optimization"]["stage3_max_live_parameters"] == 1000000000);
   CHECK(j["scheduler"]["params"]["cycle_second_step_size"].is_null());
   CHECK(j["fp16"].size() == 9);
   CHECK(j["train_micro_batch_size_per_gpu"] == 4);
@@ -593,4 +591,65 @@ TEST_CASE("parse_config_json and parse_config_file") {
   CHECK_THROWS_AS(zero::parse_config_file((dir / "missing.json").string()), zero::ConfigError);
   CHECK_THROWS_AS(zero::parse_config_file(dir.string()), zero::ConfigError);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("keys DeepSpeed honours and we cannot are refused at the value that would differ") {
+  auto z = [](const std::string& keys) {
+    return std::string("{") + kBatch + R"(, "zero_optimization": {)" + keys + "}}";
+  };
+  for (const char* key : {"load_from_fp32_weights", "ignore_unused_parameters"}) {
+    INFO(key);
+    auto d = errors_of(z(std::string("\"stage\": 2, \"") + key + "\": false"));
+    CHECK(mentions(find(d, std::string("zero_optimization.") + key), "DeepSpeed"));
+    CHECK(parse(z(std::string("\"stage\": 2, \"") + key + "\": true")).warnings.empty());
+  }
+  CHECK(mentions(find(errors_of(z(R"("legacy_stage1": true)")), "zero_optimization.legacy_stage1"),
+                 "0.5.9"));
+  // The 16-bit consolidation on save: refused off at stage 3 under any of its names; below
+  // stage 3 only the stage warning.
+  for (const char* key :
+       {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
+        "stage3_gather_fp16_weights_on_model_save"}) {
+    INFO(key);
+    auto d = errors_of(z(std::string("\"stage\": 3, \"") + key + "\": false"));
+    CHECK(mentions(find(d, std::string("zero_optimization.") + key), "save_16bit_model"));
+    auto p = parse(z(std::string("\"stage\": 2, \"") + key + "\": false"));
+    CHECK(std::any_of(p.warnings.begin(), p.warnings.end(), [&](const ConfigDiagnostic& w) {
+      return w.path == std::string("zero_optimization.") + key &&
+             mentions(w, "no effect at stage 2");
+    }));
+  }
+}
+
+TEST_CASE("keys without effect here are reported once, and only at a value other than ours") {
+  auto p = parse(std::string("{") + kBatch + R"(, "zero_optimization": {"stage": 3,
+      "contiguous_gradients": false, "reduce_scatter": true, "allgather_sequential": true,
+      "stage3_model_persistence_threshold": 0, "offload_optimizer": {"cpuadam_cores_perc": 0.5}},
+      "bf16": {"immediate_grad_update": true}, "aio": {"use_gds": true},
+      "zero_allow_untested_optimizer": true, "dataloader_drop_last": false,
+      "optimizer": {"type": "Adam", "legacy_fusion": true, "params": {"torch_adam": true}}})");
+  for (const char* path :
+       {"zero_optimization.contiguous_gradients", "zero_optimization.allgather_sequential",
+        "zero_optimization.stage3_model_persistence_threshold",
+        "zero_optimization.offload_optimizer.cpuadam_cores_perc", "bf16.immediate_grad_update",
+        "aio.use_gds", "zero_allow_untested_optimizer", "optimizer.legacy_fusion",
+        "optimizer.params.torch_adam"}) {
+    INFO(path);
+    CHECK(mentions(find(p.warnings, path), "no effect: "));
+  }
+  CHECK(p.warnings.size() == 9);  // nothing for reduce_scatter true or dataloader_drop_last false
+  CHECK(mentions(find(p.warnings, "aio.use_gds"), "io_uring"));
+  // Below stage 3 a stage 3 knob gets the stage warning alone.
+  p = parse(std::string("{") + kBatch +
+            R"(, "zero_optimization": {"stage": 1, "stage3_allgather_sequential": true}})");
+  CHECK(p.warnings.size() == 1);
+  CHECK(mentions(p.warnings[0], "no effect at stage 1"));
+  // --strict turns them into errors.
+  CHECK(!errors_of(std::string("{") + kBatch + R"(, "dump_state": true})", ws(1, true)).empty());
+}
+
+TEST_CASE("a monitor section without a client must be an object") {
+  auto d = errors_of(std::string("{") + kBatch + R"(, "wandb": true})");
+  CHECK(mentions(find(d, "wandb"), "expected an object"));
+  CHECK(parse(std::string("{") + kBatch + R"(, "comet": {"enabled": false}})").warnings.empty());
 }

@@ -13,13 +13,15 @@ ALLOWED = {
     "config": set(),
     "kernels": set(),
     "comm": set(),
+    "tp": {"comm"},
     "checkpoint": set(),
     "core": {"comm", "kernels"},
     "offload": {"core", "kernels"},
     "monitor": {"checkpoint"},
-    "engine": {"config", "kernels", "comm", "checkpoint", "core", "offload", "monitor"},
+    "engine": {"config", "kernels", "comm", "tp", "checkpoint", "core", "offload", "monitor"},
     "launcher": set(),
-    "tools": {"config", "kernels", "comm", "checkpoint", "core", "offload", "monitor", "engine"},
+    "tools": {"config", "kernels", "comm", "tp", "checkpoint", "core", "offload", "monitor",
+              "engine"},
 }
 NO_TORCH = {"config", "launcher"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')

@@ -116,7 +116,9 @@ if command -v pdsh >/dev/null; then
     check_gone "$d"
   done
   echo "pdsh launcher passed"
-else
-  echo "pdsh not installed: pdsh part skipped"
 fi
 echo "ssh launcher: rendezvous, env forwarding and teardown over sshd on port $SSH_PORT passed"
+if ! command -v pdsh >/dev/null; then
+  echo "pdsh not installed (scripts/setup.sh installs it): the pdsh half could not run"
+  exit 77
+fi

@@ -86,5 +86,7 @@ Manifest read_manifest(const std::string& dir);
 std::string piece_tensor_name(const std::string& kind, const std::string& param, int64_t begin);
 std::string buffer_tensor_name(const std::string& name);  // "module:<name>"
 constexpr const char* kRngTensor = "rng:cpu";
+// The generator of the CUDA device the parameters are on (dropout on a GPU draws from it).
+constexpr const char* kCudaRngTensor = "rng:cuda";
 
 }  // namespace zero::ckpt

@@ -55,7 +55,8 @@ class CommsLog {
   std::string summary() const;
   void reset();
 
-  // The engine phase issuing collectives on this thread (debug mode's caller), or "".
+  // The engine phase issuing collectives now (debug mode's caller), or "": one per process,
+  // so the collectives autograd's device thread issues during backward carry "backward" too.
   static const char* caller();
   class CallerScope {
    public:

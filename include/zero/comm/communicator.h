@@ -39,6 +39,9 @@ class Work {
   virtual ~Work() = default;
   // Blocks as described above; throws CommError / TimeoutError. Safe to call twice.
   virtual void wait() = 0;
+  // Blocks the host until the collective finished on its device (a timing fence: on NCCL,
+  // wait() alone leaves the work queued). Throws like wait(). Gloo: wait().
+  virtual void synchronize() { wait(); }
   // Non-blocking: true once the collective finished, successfully or not.
   virtual bool is_completed() = 0;
   // The failure of a completed collective, or nullptr.

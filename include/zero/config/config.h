@@ -1,5 +1,7 @@
 // The typed, validated ds_config: one Config value per DeepSpeed-style JSON file.
 // Field names are the ds_config keys; defaults are DeepSpeed's code defaults (docs/config.md).
+// A key whose only effect is DeepSpeed's (a Python detail, a performance knob this engine has no
+// use for) has no field: the parser reports a value other than ours as "no effect" or refuses it.
 #pragma once
 
 #include <array>
@@ -57,7 +59,6 @@ struct Fp16Config {
 
 struct Bf16Config {
   bool enabled = false;
-  bool immediate_grad_update = false;
   bool check_grad_overflow = true;  // our default (DeepSpeed's code: false); see docs/config.md
   bool bf16_master_weights_and_grads = false;
   bool bf16_optimizer_states = false;
@@ -71,13 +72,11 @@ struct OptimizerConfig {
   double weight_decay = 0.0;
   bool bias_correction = true;
   bool adam_w_mode = true;  // resolved: AdamW always true; Adam follows the key (default true)
-  bool torch_adam = false;
   bool amsgrad = false;
   // SGD (torch.optim.SGD)
   double momentum = 0.0;
   double dampening = 0.0;
   bool nesterov = false;
-  bool legacy_fusion = false;
 };
 
 // Parameters of every DeepSpeed schedule, flat; only those of `type` are read from the file.
@@ -124,8 +123,6 @@ struct OffloadOptimizerConfig {
   bool fast_init = false;
   double ratio = 1.0;
   bool super_offload = false;
-  bool convert_grad_on_cpu = true;
-  double cpuadam_cores_perc = 0.8;
 };
 
 struct OffloadParamConfig {
@@ -139,51 +136,28 @@ struct OffloadParamConfig {
 
 struct ZeroOptimizationConfig {
   int stage = 0;
-  bool contiguous_gradients = true;
   bool overlap_comm = false;  // resolved: DeepSpeed's default is true at stage 3, false below
-  bool reduce_scatter = true;
-  bool allgather_partitions = true;
-  bool round_robin_gradients = false;
-  bool use_multi_rank_bucket_allreduce = true;
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;
   int64_t sub_group_size = 1000000000;
-  bool load_from_fp32_weights = true;
-  bool elastic_checkpoint = false;
-  bool ignore_unused_parameters = true;
-  bool legacy_stage1 = false;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
   // stage 3 (each also accepted without the stage3_ prefix, as DeepSpeed's aliases)
   int64_t stage3_prefetch_bucket_size = 50000000;
   int64_t stage3_param_persistence_threshold = 100000;
-  int64_t stage3_model_persistence_threshold = INT64_MAX;
   int64_t stage3_max_live_parameters = 1000000000;
   int64_t stage3_max_reuse_distance = 1000000000;
-  bool stage3_gather_16bit_weights_on_model_save = false;
-  int64_t stage3_module_granularity_threshold = 0;
-  bool stage3_use_all_reduce_for_fetch_params = false;
-  bool stage3_allgather_sequential = false;
-  int64_t stage3_partition_stream_chunk_size = 0;
   // ZeRO++ and MiCS
   int zero_hpz_partition_size = 1;
   bool zero_quantized_weights = false;
   bool zero_quantized_nontrainable_weights = false;
   bool zero_quantized_gradients = false;
   int64_t mics_shard_size = -1;
-  bool mics_hierarchical_params_gather = false;
-  bool memory_efficient_linear = true;
-  bool pipeline_loading_checkpoint = false;
-  bool override_module_apply = true;
-  bool log_trace_cache_warnings = false;
-  bool enable_sanity_checks = false;
 };
 
 struct CheckpointConfig {
   std::string tag_validation = "Warn";  // "Ignore" | "Warn" | "Fail"
-  bool load_universal = false;
   bool use_node_local_storage = false;
-  bool parallel_write_pipeline_stage = false;  // checkpoint.parallel_write.pipeline_stage
 };
 
 struct MonitorConfig {  // csv_monitor and tensorboard
@@ -217,7 +191,6 @@ struct AioConfig {
   int64_t intra_op_parallelism = 1;  // old name: thread_count
   bool single_submit = false;
   bool overlap_events = true;
-  bool use_gds = false;
 };
 
 struct DataTypesConfig {
@@ -251,12 +224,7 @@ struct Config {
   ZeroOptimizationConfig zero_optimization;
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
-  bool memory_breakdown = false;
-  bool dump_state = false;
   bool sparse_gradients = false;
-  bool zero_allow_untested_optimizer = false;
-  bool zero_force_ds_cpu_optimizer = true;
-  bool dataloader_drop_last = false;
   CheckpointConfig checkpoint;
   MonitorConfig csv_monitor;
   MonitorConfig tensorboard;

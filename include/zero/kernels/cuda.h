@@ -12,10 +12,11 @@
 #include <cstdint>
 
 #include <zero/kernels/adam.h>
+#include <zero/kernels/multi_tensor.h>
 
 namespace zero::kernels::cuda {
 
-enum class DType { kFp32, kFp16, kBf16 };
+using kernels::DType;  // multi_tensor.h: shared with the CPU twin
 const char* dtype_name(DType type);
 size_t dtype_bytes(DType type);
 
@@ -23,15 +24,9 @@ size_t dtype_bytes(DType type);
 // launches (their pointers travel in the kernel's parameter block).
 constexpr int kMaxTensorsPerLaunch = 32;
 
-// One shard of the fused Adam step.
-struct AdamShard {
-  float* param;       // fp32 master weights, updated in place
-  const void* grad;   // `grad_type` elements
-  float* exp_avg;     // fp32, updated in place
-  float* exp_avg_sq;  // fp32, updated in place
-  void* param16;      // `param16_type` copy of the updated param, or nullptr for none
-  int64_t numel;
-};
+// One shard of the fused Adam step (multi_tensor.h; kernels::multi_tensor_adam_cpu runs the same
+// list on the CPU).
+using kernels::AdamShard;
 
 // The step of adam.h's AdamParams for every shard. grad_type: any; param16_type: kFp16 or
 // kBf16 (ignored for shards whose param16 is nullptr). 16-byte accesses where every pointer

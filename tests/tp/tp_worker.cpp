@@ -1,0 +1,153 @@
+// One rank of the tensor-parallel layer tests (started by zerorun): --tp T over a world of
+// W ranks (the tensor groups of the grid; W / T data replicas run the same checks). Each
+// layer against the plain LibTorch layer it splits, built under the same seed: forward values,
+// the input's gradient and every parameter's gradient equal to this rank's slice of the whole.
+#include <zero/comm/parallel_grid.h>
+#include <zero/comm/process_group.h>
+#include <zero/error.h>
+#include <zero/tp/layers.h>
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <string>
+
+using namespace zero;
+
+namespace {
+
+int g_checks = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  ++g_checks;
+  if (got.sizes() != want.sizes() || !at::allclose(got, want, 1e-5, 1e-6)) {
+    const double diff = got.sizes() == want.sizes() ? (got - want).abs().max().item<double>() : -1;
+    throw std::runtime_error("check failed: " + what + " (max |diff| " + std::to_string(diff) +
+                             ")");
+  }
+}
+
+at::Tensor rows(const at::Tensor& t, int rank, int parts) {
+  return t.narrow(0, rank * (t.size(0) / parts), t.size(0) / parts);
+}
+at::Tensor cols(const at::Tensor& t, int rank, int parts) {
+  return t.narrow(-1, rank * (t.size(-1) / parts), t.size(-1) / parts);
+}
+
+// Column -> gelu -> Row, Megatron's MLP, against Linear -> gelu -> Linear.
+void check_mlp(const std::shared_ptr<Communicator>& g) {
+  const int r = g->rank(), t = g->world_size();
+  at::manual_seed(1234);
+  torch::nn::Linear a(16, 32), b(32, 8);
+  at::manual_seed(1234);
+  tp::ColumnParallelLinear col(tp::ColumnParallelLinearOptions(16, 32), g);
+  tp::RowParallelLinear row(tp::RowParallelLinearOptions(32, 8), g);
+  expect(at::equal(col->weight, rows(a->weight, r, t)), "column weight is the whole layer's slice");
+  expect(at::equal(row->weight, cols(b->weight, r, t)), "row weight is the whole layer's slice");
+  expect(at::equal(row->bias, b->bias), "row bias is replicated");
+
+  at::manual_seed(7);
+  const at::Tensor x0 = at::randn({4, 3, 16});
+  at::Tensor x_ref = x0.clone().requires_grad_(), x_tp = x0.clone().requires_grad_();
+  const at::Tensor y_ref = b(torch::nn::functional::gelu(a(x_ref)));
+  const at::Tensor y_tp = row(torch::nn::functional::gelu(col(x_tp)));
+  expect_close(y_tp, y_ref, "MLP forward");
+  (y_ref * y_ref).sum().backward();
+  (y_tp * y_tp).sum().backward();
+  expect_close(x_tp.grad(), x_ref.grad(), "MLP input gradient");
+  expect_close(col->weight.grad(), rows(a->weight.grad(), r, t), "column weight gradient");
+  expect_close(col->bias.grad(), rows(a->bias.grad(), r, t), "column bias gradient");
+  expect_close(row->weight.grad(), cols(b->weight.grad(), r, t), "row weight gradient");
+  expect_close(row->bias.grad(), b->bias.grad(), "row bias gradient");
+  expect(col->split_parameters().size() == 2 && row->split_parameters().size() == 1,
+         "split parameters: column weight and bias, row weight only");
+
+  // gather_output and a whole input to the row layer.
+  at::manual_seed(1234);
+  tp::ColumnParallelLinear gathered(tp::ColumnParallelLinearOptions(16, 32).gather_output(true), g);
+  tp::RowParallelLinear whole_in(tp::RowParallelLinearOptions(32, 8).input_is_parallel(false), g);
+  const at::Tensor h = gathered(x0);
+  expect_close(h, a(x0), "column gather_output forward");
+  expect_close(whole_in(h), b(h), "row layer with a whole input");
+}
+
+void check_embedding_and_loss(const std::shared_ptr<Communicator>& g) {
+  const int r = g->rank(), t = g->world_size();
+  const int64_t vocab = 24, dim = 6;
+  at::manual_seed(99);
+  torch::nn::Embedding ref(vocab, dim);
+  at::manual_seed(99);
+  tp::VocabParallelEmbedding emb(vocab, dim, g);
+  expect(at::equal(emb->weight, rows(ref->weight, r, t)), "embedding rows are the whole's slice");
+  at::manual_seed(5);
+  const at::Tensor ids = at::randint(vocab, {3, 5}, at::kLong);
+  const at::Tensor w = at::randn({3, 5, dim});
+  const at::Tensor e_ref = ref(ids), e_tp = emb(ids);
+  expect_close(e_tp, e_ref, "embedding forward");
+  (e_ref * w).sum().backward();
+  (e_tp * w).sum().backward();
+  expect_close(emb->weight.grad(), rows(ref->weight.grad(), r, t), "embedding gradient");
+
+  const at::Tensor logits0 = at::randn({3, 5, vocab}) * 4;
+  const at::Tensor target = at::randint(vocab, {3, 5}, at::kLong);
+  const at::Tensor weights = at::rand({3, 5});
+  at::Tensor z_ref = logits0.clone().requires_grad_();
+  at::Tensor z_tp = cols(logits0, r, t).clone().requires_grad_();
+  const at::Tensor l_ref =
+      at::cross_entropy_loss(z_ref.view({-1, vocab}), target.view({-1}), {}, at::Reduction::None)
+          .view({3, 5});
+  const at::Tensor l_tp = tp::vocab_parallel_cross_entropy(z_tp, target, g);
+  expect_close(l_tp, l_ref, "vocab-parallel cross entropy");
+  (l_ref * weights).sum().backward();
+  (l_tp * weights).sum().backward();
+  expect_close(z_tp.grad(), cols(z_ref.grad(), r, t), "vocab-parallel cross entropy gradient");
+}
+
+void check_errors(const std::shared_ptr<Communicator>& g) {
+  if (g->world_size() == 1) return;
+  const int64_t odd = 4 * g->world_size() + 1;
+  try {
+    tp::ColumnParallelLinear bad(tp::ColumnParallelLinearOptions(8, odd), g);
+    expect(false, "ColumnParallelLinear refuses out_features not divisible by T");
+  } catch (const UsageError& e) {
+    expect(std::string(e.what()).find("ColumnParallelLinear: out_features (" +
+                                      std::to_string(odd) + ") is not divisible by the "
+                                      "tensor-parallel size " +
+                                      std::to_string(g->world_size())) != std::string::npos,
+           std::string("error names the layer and sizes: ") + e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  int tp = 1;
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--tp") tp = std::stoi(args[i + 1]);
+  RankEnv env;
+  try {
+    env = detect_rank_env();
+    auto world = init_communicator(env);
+    const ParallelGrid grid = parallel_grid(world, GridSizes{tp, 1});
+    check_mlp(grid.tensor_group());
+    check_embedding_and_loss(grid.tensor_group());
+    check_errors(grid.tensor_group());
+    world->barrier()->wait();
+    std::cout << "rank " << env.rank << " " << grid.to_string() << ": " << g_checks
+              << " checks passed\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << env.rank << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,146 @@
+// The f / g conjugates of mappings.h: autograd functions whose saved state is the group, held
+// in a capsule so that a graph kept past its step keeps the communicator alive.
+#include <zero/tp/mappings.h>
+
+#include <zero/error.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace zero::tp {
+
+namespace detail {
+
+at::Tensor all_reduce_sum(const at::Tensor& x, Communicator& group) {
+  at::Tensor out = x.contiguous().clone();
+  if (group.world_size() > 1) group.all_reduce(out, ReduceOp::kSum)->wait();
+  return out;
+}
+
+at::Tensor all_reduce_max(const at::Tensor& x, Communicator& group) {
+  at::Tensor out = x.contiguous().clone();
+  if (group.world_size() > 1) group.all_reduce(out, ReduceOp::kMax)->wait();
+  return out;
+}
+
+// Rank r's [..., n] lands in [..., r*n, (r+1)*n) of the result.
+at::Tensor all_gather_last_dim(const at::Tensor& x, Communicator& group) {
+  const int parts = group.world_size();
+  if (parts == 1) return x;
+  at::Tensor in = x.contiguous();
+  std::vector<int64_t> stacked{parts};
+  for (int64_t s : in.sizes()) stacked.push_back(s);
+  at::Tensor out = at::empty(stacked, in.options());
+  group.all_gather(in, out)->wait();
+  // [parts, ..., n] -> [..., parts, n] -> [..., parts * n]
+  return out.movedim(0, -2).reshape([&] {
+    std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+    sizes.back() *= parts;
+    return sizes;
+  }());
+}
+
+at::Tensor slice_last_dim(const at::Tensor& x, int rank, int parts) {
+  const int64_t n = x.size(-1);
+  ZERO_CHECK(n % parts == 0, UsageError, "tensor parallelism: the last dimension (", n,
+             ") is not divisible by the tensor-parallel size ", parts);
+  return x.narrow(-1, rank * (n / parts), n / parts).contiguous();
+}
+
+}  // namespace detail
+
+namespace {
+
+struct GroupHolder : torch::CustomClassHolder {
+  explicit GroupHolder(std::shared_ptr<Communicator> g) : group(std::move(g)) {}
+  std::shared_ptr<Communicator> group;
+};
+
+c10::IValue hold(const std::shared_ptr<Communicator>& group) {
+  return c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(group));
+}
+
+Communicator& held(torch::autograd::AutogradContext* ctx) {
+  auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+  return *holder->group;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct CopyTo : torch::autograd::Function<CopyTo> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
+    ctx->saved_data["group"] = group;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {detail::all_reduce_sum(grad[0], held(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceFrom : torch::autograd::Function<ReduceFrom> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
+    auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(group.toCapsule());
+    return detail::all_reduce_sum(x, *holder->group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {grad[0], at::Tensor()};
+  }
+};
+
+struct GatherFrom : torch::autograd::Function<GatherFrom> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
+    ctx->saved_data["group"] = group;
+    return detail::all_gather_last_dim(x, held(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    Communicator& g = held(ctx);
+    return {detail::slice_last_dim(grad[0], g.rank(), g.world_size()), at::Tensor()};
+  }
+};
+
+struct ScatterTo : torch::autograd::Function<ScatterTo> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
+    ctx->saved_data["group"] = group;
+    Communicator& g = held(ctx);
+    return detail::slice_last_dim(x, g.rank(), g.world_size());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {detail::all_gather_last_dim(grad[0], held(ctx)), at::Tensor()};
+  }
+};
+
+void check_group(const std::shared_ptr<Communicator>& group, const char* op) {
+  ZERO_CHECK(group, UsageError, op, ": no tensor-parallel group");
+}
+
+}  // namespace
+
+at::Tensor copy_to_tensor_region(const at::Tensor& x, const std::shared_ptr<Communicator>& group) {
+  check_group(group, "copy_to_tensor_region");
+  if (group->world_size() == 1) return x;
+  return CopyTo::apply(x, hold(group));
+}
+
+at::Tensor reduce_from_tensor_region(const at::Tensor& x,
+                                     const std::shared_ptr<Communicator>& group) {
+  check_group(group, "reduce_from_tensor_region");
+  if (group->world_size() == 1) return x;
+  return ReduceFrom::apply(x, hold(group));
+}
+
+at::Tensor gather_from_tensor_region(const at::Tensor& x,
+                                     const std::shared_ptr<Communicator>& group) {
+  check_group(group, "gather_from_tensor_region");
+  if (group->world_size() == 1) return x;
+  return GatherFrom::apply(x, hold(group));
+}
+
+at::Tensor scatter_to_tensor_region(const at::Tensor& x,
+                                    const std::shared_ptr<Communicator>& group) {
+  check_group(group, "scatter_to_tensor_region");
+  if (group->world_size() == 1) return x;
+  return ScatterTo::apply(x, hold(group));
+}
+
+}  // namespace zero::tp
