@@ -108,6 +108,7 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   out["stage3_prefetch_bucket_size"] = z.stage3_prefetch_bucket_size;
   out["stage3_param_persistence_threshold"] = z.stage3_param_persistence_threshold;
   out["stage3_max_live_parameters"] = z.stage3_max_live_parameters;
+  out["stage3_gather_16bit_weights_on_model_save"] = z.stage3_gather_16bit_weights_on_model_save;
   out["stage3_max_reuse_distance"] = z.stage3_max_reuse_distance;
   out["zero_hpz_partition_size"] = z.zero_hpz_partition_size;
   out["zero_quantized_weights"] = z.zero_quantized_weights;

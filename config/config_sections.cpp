@@ -178,10 +178,6 @@ void stage3_fixed(Section& s, int stage, const char* prefixed, const char* alias
     s.ctx.warn(s.child(name), "no effect: " + why);
 }
 
-const char* const kGather16bitWhy =
-    "with false, DeepSpeed's save_16bit_model saves no model file at stage 3 (it returns False); "
-    "this engine always gathers the full 16-bit weights into the file; remove the key or set "
-    "it true";
 
 }  // namespace
 
@@ -299,8 +295,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   if (!s.get("stage3_gather_fp16_weights_on_model_save"))
     type_absent(s, {"stage3_gather_fp16_weights_on_model_save"}, "", false);
   bool gather_16bit = true;
-  if (!gather.empty() && s.read(gather, gather_16bit) && !gather_16bit && z.stage == 3)
-    ctx.error(s.child(gather), std::string("not supported: ") + kGather16bitWhy);
+  if (!gather.empty()) s.read(gather, gather_16bit);
   if (s.get("stage3_gather_fp16_weights_on_model_save")) {
     const std::string old = "stage3_gather_fp16_weights_on_model_save";
     if (!gather.empty()) {
@@ -309,10 +304,9 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
     } else if (s.read(old, gather_16bit)) {
       stage3_given.push_back(old);
       ctx.warn(s.child(old), "deprecated: read as stage3_gather_16bit_weights_on_model_save");
-      if (!gather_16bit && z.stage == 3)
-        ctx.error(s.child(old), std::string("not supported: ") + kGather16bitWhy);
     }
   }
+  z.stage3_gather_16bit_weights_on_model_save = gather_16bit;
 
   // Offload sections and their deprecated boolean forms.
   const nlohmann::json* oo = s.get("offload_optimizer");

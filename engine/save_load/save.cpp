@@ -247,10 +247,19 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
   return final_dir;
 }
 
-void Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
+bool Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
   Impl& s = *impl_;
   ZERO_CHECK(ckpt::is_safe_component(file_name), UsageError, "save_16bit_model: file name '",
              file_name, "' must be a plain file name");
+  const ZeroOptimizationConfig& z = s.config.zero_optimization;
+  if (z.stage == 3 && !z.stage3_gather_16bit_weights_on_model_save) {
+    // DeepSpeed's save_16bit_model: without the gather the file would hold one rank's shards.
+    if (s.comm->rank() == 0)
+      spdlog::warn("save_16bit_model: did not save {}/{} because "
+                   "zero_optimization.stage3_gather_16bit_weights_on_model_save is false",
+                   save_dir, file_name);
+    return false;
+  }
   const auto params = full_parameters();  // collective: stage 3 gathers
   const at::Device device = s.params[0].device();
   detail::agree(s, "writing " + save_dir + "/" + file_name, device, [&] {
@@ -270,6 +279,7 @@ void Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
     ckpt::write_safetensors(temp, tensors, {{"format", "pt"}});
     ckpt::rename_into_place(temp, save_dir + "/" + file_name);
   });
+  return true;
 }
 
 }  // namespace zero

@@ -13,6 +13,7 @@
 #include "worker_util.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/checkpoint/safetensors.h>
@@ -460,7 +461,7 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
                                 [&] { e5.load_checkpoint(root + "/tiny"); });
 
   // save_16bit_model: rank 0's one file holds the full parameters, equal to the engine's.
-  engine.save_16bit_model(root + "/export");
+  EXPECT(engine.save_16bit_model(root + "/export"), "save_16bit_model returned false");
   const Params full = engine.full_parameters();
   if (comm->rank() == 0) {
     ckpt::SafetensorsReader model(root + "/export/model.safetensors");
@@ -475,6 +476,24 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
       model.read_all(*info, read.data_ptr());
       EXPECT(torch::equal(read, t), "save_16bit_model: ", name, " differs");
     }
+  }
+
+  // At stage 3 with stage3_gather_16bit_weights_on_model_save false, DeepSpeed's
+  // save_16bit_model saves nothing and returns False: so does ours, on every rank.
+  {
+    Case c3 = c;
+    c3.stage = 3;
+    Net net3(42);
+    Engine e3 = initialize(
+        net3.ptr(),
+        parse(config_json(c3, world, R"(, "stage3_gather_16bit_weights_on_model_save": false)"),
+              world),
+        comm);
+    EXPECT(!e3.save_16bit_model(root + "/export_off"),
+           "save_16bit_model returned true with the gather off");
+    comm->barrier()->wait();
+    EXPECT(::access((root + "/export_off").c_str(), F_OK) != 0, "save_16bit_model wrote ", root,
+           "/export_off with the gather off");
   }
 
   // Still usable: the good checkpoint loads and training goes on.

@@ -5,8 +5,8 @@ set -euo pipefail
 zerorun=$1; train=$2; config=$3; port=$4; steps=$5
 out=$("$zerorun" --nproc_per_node 2 --master_port "$port" "$train" --deepspeed_config "$config" --steps "$steps" --json_summary 2>&1)
 echo "$out"
-echo "$out" | grep -q "gpt_train: done, $steps optimizer steps" || { echo "FAIL: did not finish"; exit 1; }
-echo "$out" | grep -q "step=$steps, skipped=0, lr=" || { echo "FAIL: no progress line for step $steps"; exit 1; }
+grep -q "gpt_train: done, $steps optimizer steps" <<<"$out" || { echo "FAIL: did not finish"; exit 1; }
+grep -q "step=$steps, skipped=0, lr=" <<<"$out" || { echo "FAIL: no progress line for step $steps"; exit 1; }
 first=$(echo "$out" | grep -oP '"first_loss": \K[0-9.]+' | tail -1)
 last=$(echo "$out" | grep -oP '"final_loss": \K[0-9.]+' | tail -1)
 echo "loss: first $first, last $last"

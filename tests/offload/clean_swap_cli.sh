@@ -18,8 +18,8 @@ plant dead-job $dead
 plant live-job $live
 mkdir -p "$dir/not-ours/data"
 
-"$zero" clean-swap --help | grep -q "usage: zero clean-swap PATH \[--force\]"
-"$zero" --help | grep -q "clean-swap"
+grep -q "usage: zero clean-swap PATH \[--force\]" <<<"$("$zero" clean-swap --help)"
+grep -q "clean-swap" <<<"$("$zero" --help)"
 if "$zero" clean-swap 2>/dev/null; then echo "FAIL: no PATH accepted"; exit 1; fi
 out=$("$zero" clean-swap "$dir")
 echo "$out"

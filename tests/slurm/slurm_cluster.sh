@@ -88,8 +88,8 @@ out=$(cd "$repo" && timeout 180 "$bin/zerorun" --launcher slurm --num_gpus 4 --m
 rc=$?
 echo "$out" | sed 's/^/[zerorun --launcher slurm] /'
 [ $rc -eq 0 ] || fail "zerorun --launcher slurm exited $rc"
-echo "$out" | grep -q "ZeRO stage 2, 4 rank(s)" || fail "zerorun --launcher slurm: not 4 ranks"
-echo "$out" | grep -q "gpt_train: done, 4 optimizer steps" || fail "zerorun --launcher slurm: training did not finish"
+grep -q "ZeRO stage 2, 4 rank(s)" <<<"$out" || fail "zerorun --launcher slurm: not 4 ranks"
+grep -q "gpt_train: done, 4 optimizer steps" <<<"$out" || fail "zerorun --launcher slurm: training did not finish"
 
 # 2. The sbatch script of docs/launcher.md, as written, with CPU-sized arguments: srun starts
 # gpt_train and the ranks come from SLURM_* alone.

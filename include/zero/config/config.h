@@ -146,6 +146,10 @@ struct ZeroOptimizationConfig {
   int64_t stage3_prefetch_bucket_size = 50000000;
   int64_t stage3_param_persistence_threshold = 100000;
   int64_t stage3_max_live_parameters = 1000000000;
+  // stage3_gather_16bit_weights_on_model_save: false makes save_16bit_model at stage 3 save
+  // nothing, as in DeepSpeed. Ours defaults to true (DeepSpeed's to false): a file without the
+  // key gets the full weights.
+  bool stage3_gather_16bit_weights_on_model_save = true;
   int64_t stage3_max_reuse_distance = 1000000000;
   // ZeRO++ and MiCS
   int zero_hpz_partition_size = 1;

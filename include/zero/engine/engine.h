@@ -159,8 +159,10 @@ class Engine {
                                                   const LoadOptions& options = {});
   // Rank 0 writes the full parameters and buffers (gathered at stage 3) in the training dtype
   // as one safetensors file save_dir/file_name (DeepSpeed's save_16bit_model; fp32 when
-  // training in fp32), atomically.
-  void save_16bit_model(const std::string& save_dir,
+  // training in fp32), atomically, and returns true. As DeepSpeed, at stage 3 with
+  // stage3_gather_16bit_weights_on_model_save false it saves nothing, says so on rank 0 and
+  // returns false on every rank.
+  bool save_16bit_model(const std::string& save_dir,
                         const std::string& file_name = "model.safetensors");
 
  private:
