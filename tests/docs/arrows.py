@@ -36,6 +36,24 @@ def sources(folder):
                     yield os.path.join(d, n)
 
 
+def used_folder(path, target):
+    """The project folder an include reaches, or None: <zero/F/...>, the umbrella <zero/zero.h>
+    (which includes the engine and so everything), and quoted paths such as "../engine/x.h"
+    resolved from the including file."""
+    if target == "zero/zero.h":
+        return "engine"
+    m = re.match(r"^zero/([a-z_]+)/", target)
+    if m:
+        return m.group(1)
+    resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+    if not os.path.isfile(resolved):
+        return None
+    parts = os.path.relpath(resolved, root).split(os.sep)
+    if parts[:2] == ["include", "zero"] and len(parts) > 3:
+        return parts[2]
+    return parts[0] if parts[0] in ALLOWED else None
+
+
 problems = []
 checked = 0
 for folder, allowed in ALLOWED.items():
@@ -47,9 +65,9 @@ for folder, allowed in ALLOWED.items():
             if not m:
                 continue
             target = m.group(1)
-            used = re.match(r"^zero/([a-z_]+)/", target)
-            if used and used.group(1) != folder and used.group(1) not in allowed:
-                problems.append(f"{rel}:{n}: {folder}/ may not use {used.group(1)}/ ({target})")
+            used = used_folder(path, target)
+            if used and used != folder and used not in allowed:
+                problems.append(f"{rel}:{n}: {folder}/ may not use {used}/ ({target})")
             if folder in NO_TORCH and TORCH.match(target):
                 problems.append(f"{rel}:{n}: {folder}/ builds without LibTorch ({target})")
 print(f"arrows: {checked} files checked, {len(problems)} forbidden includes")
