@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace zero::ckpt {
 
@@ -65,12 +66,18 @@ json manifest_to_json(const Manifest& m) {
   }
   j["client_state"] = m.client_state;
   json params = json::array();
-  for (const auto& p : m.params)
-    params.push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}});
+  for (const auto& p : m.params) {
+    json e = {{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}};
+    if (!p.clean_name.empty() && p.clean_name != p.name) e["clean_name"] = p.clean_name;
+    params.push_back(std::move(e));
+  }
   j["params"] = params;
   json buffers = json::array();
-  for (const auto& b : m.buffers)
-    buffers.push_back({{"name", b.name}, {"shape", b.shape}, {"dtype", b.dtype}});
+  for (const auto& b : m.buffers) {
+    json e = {{"name", b.name}, {"shape", b.shape}, {"dtype", b.dtype}};
+    if (!b.clean_name.empty() && b.clean_name != b.name) e["clean_name"] = b.clean_name;
+    buffers.push_back(std::move(e));
+  }
   j["buffers"] = buffers;
   json files = json::array();
   for (const auto& f : m.files) {
@@ -118,6 +125,15 @@ class Fields {
   std::string string(const json& j, const std::string& path) const {
     if (!j.is_string()) fail(path, "expected a string");
     return j.get<std::string>();
+  }
+  // The optional clean name of an entry (written only where it differs from `name`).
+  std::string clean_name(const json& entry, const std::string& path,
+                         const std::string& name) const {
+    auto it = entry.find("clean_name");
+    if (it == entry.end()) return name;
+    std::string clean = string(*it, path + ".clean_name");
+    if (clean.empty() || clean.size() > 1024) fail(path + ".clean_name", "empty or too long");
+    return clean;
   }
   std::vector<int64_t> shape(const json& j, const std::string& path) const {
     if (!j.is_array() || j.size() > 16) fail(path, "expected an array of at most 16 sizes");
@@ -208,6 +224,7 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
     p.shape = f.shape(f.at(params[i], "shape", path), path + ".shape");
     p.dtype = f.dtype(f.at(params[i], "dtype", path), path + ".dtype");
     if (m.find_param(p.name) >= 0) f.fail(path + ".name", "'" + p.name + "' appears twice");
+    p.clean_name = f.clean_name(params[i], path, p.name);
     m.params.push_back(std::move(p));
   }
   const json& buffers = f.at(j, "buffers", "");
@@ -219,8 +236,21 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
     if (b.name.empty() || b.name.size() > 1024) f.fail(path + ".name", "empty or too long");
     b.shape = f.shape(f.at(buffers[i], "shape", path), path + ".shape");
     b.dtype = f.dtype(f.at(buffers[i], "dtype", path), path + ".dtype");
+    b.clean_name = f.clean_name(buffers[i], path, b.name);
     m.buffers.push_back(std::move(b));
   }
+  // Exports key tensors by clean name: two entries may not share one.
+  std::map<std::string, std::string> registered_of;
+  auto claim = [&](const std::string& clean, const std::string& name, const std::string& path) {
+    auto [it, fresh] = registered_of.emplace(clean, name);
+    if (!fresh)
+      f.fail(path + ".clean_name", "'" + name + "' and '" + it->second + "' have the same clean name '" +
+                                       clean + "'");
+  };
+  for (size_t i = 0; i < m.params.size(); ++i)
+    claim(m.params[i].clean_name, m.params[i].name, "params[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    claim(m.buffers[i].clean_name, m.buffers[i].name, "buffers[" + std::to_string(i) + "]");
 
   const json& files = f.at(j, "files", "");
   if (!files.is_array() || static_cast<int64_t>(files.size()) != m.world_size)

@@ -221,8 +221,9 @@ bool adam_step_host(const kernels::AdamParams& p, const at::Tensor& master, cons
   uint16_t* out16 = out16_type ? static_cast<uint16_t*>(out.data_ptr()) : nullptr;
   if (grad.scalar_type() == at::kFloat && !out16)
     kernels::adam_step_cpu(p, w, grad.data_ptr<float>(), m, v, n);
-  else if (grad.scalar_type() == at::kFloat)
-    kernels::adam_step_cpu_fp32_grad(p, w, grad.data_ptr<float>(), m, v, out16, *out16_type, n);
+  else if (grad.scalar_type() == at::kFloat)  // out16 is set, so out16_type holds a value
+    kernels::adam_step_cpu_fp32_grad(p, w, grad.data_ptr<float>(), m, v, out16,
+                                     out16_type.value_or(kernels::Half16::kBf16), n);
   else
     kernels::adam_step_cpu_mixed(p, w, static_cast<const uint16_t*>(grad.data_ptr()), *g16, m, v,
                                  out16, out16_type ? *out16_type : *g16, n);

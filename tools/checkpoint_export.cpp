@@ -1,5 +1,5 @@
 // `zero checkpoint export DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--format safetensors|torch]
-// [--max-shard-size 5GB]`: the consolidated weights of a sharded checkpoint (DeepSpeed's
+// [--max-shard-size 5GB] [--keep-wrapper-names]`: the consolidated weights of a sharded checkpoint (DeepSpeed's
 // zero_to_fp32.py): each parameter from its fp32 masters, cast to --dtype, plus the buffers.
 //
 // Each parameter is read over its full range from whichever rank files hold its pieces, one at
@@ -34,10 +34,13 @@ namespace {
 constexpr const char* kExportUsage =
     "usage: zero checkpoint export DIR OUT [--tag T] [--dtype fp32|bf16|fp16]\n"
     "                              [--format safetensors|torch] [--max-shard-size 5GB]\n"
+    "                              [--keep-wrapper-names]\n"
     "Writes the full weights of the checkpoint DIR/<tag> (tag: --tag, else the one DIR/latest\n"
     "names; DIR may also be a tag directory) to OUT, keyed by parameter name: each parameter\n"
     "from its fp32 master weights cast to --dtype (default fp32), and the model's buffers in\n"
-    "their own dtype.\n"
+    "their own dtype. Names are the model's own: the `inner.` segments that zero::Sharded and\n"
+    "zero::Checkpointed add are removed (as the manifest records them).\n"
+    "  --keep-wrapper-names  keys as registered in the training program, wrappers included.\n"
     "  --format safetensors  (default) OUT, e.g. model.safetensors. Weights larger than\n"
     "                        --max-shard-size (default 5GB; 500MB, 1GiB, plain bytes) become\n"
     "                        <stem>-00001-of-0000N.safetensors ... next to OUT plus\n"
@@ -49,6 +52,7 @@ constexpr const char* kExportUsage =
 
 struct ExportOptions {
   std::string out;
+  bool keep_wrapper_names = false;
   ckpt::DType dtype = ckpt::DType::kF32;
   bool torch_format = false;
   int64_t max_shard_bytes = 5'000'000'000;
@@ -56,7 +60,8 @@ struct ExportOptions {
 
 // One tensor of the output: a parameter (from its masters) or a buffer (from rank 0's file).
 struct OutTensor {
-  std::string name;
+  std::string name;      // as registered: the name in the checkpoint's rank files
+  std::string out_name;  // the key in the output
   std::vector<int64_t> shape;
   ckpt::DType dtype = ckpt::DType::kF32;
   int64_t numel = 0, bytes = 0;
@@ -89,25 +94,27 @@ at::ScalarType scalar_type(ckpt::DType d) {
   throw InternalError("unknown safetensors dtype");
 }
 
-std::vector<OutTensor> plan_tensors(const ckpt::Manifest& m, ckpt::DType dtype) {
+std::vector<OutTensor> plan_tensors(const ckpt::Manifest& m, ckpt::DType dtype,
+                                    bool keep_wrapper_names) {
   std::vector<OutTensor> out;
   std::set<std::string> names;
-  auto add = [&](const std::string& name, const std::vector<int64_t>& shape, ckpt::DType d,
-                 int param) {
-    ZERO_CHECK(names.insert(name).second, CheckpointError, "checkpoint: manifest: the name '",
-               shown(name), "' is both a parameter and a buffer (or appears twice)");
-    OutTensor t{name, shape, d, 1, 0, param};
+  auto add = [&](const std::string& name, const std::string& clean,
+                 const std::vector<int64_t>& shape, ckpt::DType d, int param) {
+    const std::string& key = keep_wrapper_names || clean.empty() ? name : clean;
+    ZERO_CHECK(names.insert(key).second, CheckpointError, "checkpoint: manifest: the name '",
+               shown(key), "' is both a parameter and a buffer (or appears twice)");
+    OutTensor t{name, key, shape, d, 1, 0, param};
     for (int64_t s : shape) t.numel *= s;
     t.bytes = t.numel * ckpt::dtype_bytes(d);
     out.push_back(std::move(t));
   };
   for (size_t i = 0; i < m.params.size(); ++i)
-    add(m.params[i].name, m.params[i].shape, dtype, static_cast<int>(i));
+    add(m.params[i].name, m.params[i].clean_name, m.params[i].shape, dtype, static_cast<int>(i));
   for (const ckpt::ManifestBuffer& b : m.buffers) {
     const std::optional<ckpt::DType> d = ckpt::parse_dtype(b.dtype);
     ZERO_CHECK(d, CheckpointError, "checkpoint: manifest: buffer '", shown(b.name),
                "' has unknown dtype '", shown(b.dtype), "'");
-    add(b.name, b.shape, *d, -1);
+    add(b.name, b.clean_name, b.shape, *d, -1);
   }
   return out;
 }
@@ -149,7 +156,7 @@ void write_shard(ckpt::CheckpointReader& reader, const std::vector<OutTensor>& t
   for (size_t i = begin; i < end; ++i) {
     data.push_back(load_tensor(reader, tensors[i]).contiguous());
     to_write.push_back(
-        {tensors[i].name, tensors[i].dtype, tensors[i].shape, data.back().data_ptr()});
+        {tensors[i].out_name, tensors[i].dtype, tensors[i].shape, data.back().data_ptr()});
     progress.advance(tensors[i].bytes);
   }
   const std::string temp = path + ".tmp-" + ckpt::unique_nonce();
@@ -197,7 +204,7 @@ std::vector<std::string> write_safetensors_export(ckpt::CheckpointReader& reader
     const std::string path = stem + suffix;
     write_shard(reader, tensors, shards[s].first, shards[s].second, path, progress);
     for (size_t i = shards[s].first; i < shards[s].second; ++i)
-      weight_map[tensors[i].name] = base_name(path);
+      weight_map[tensors[i].out_name] = base_name(path);
     written.push_back(path);
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}},
@@ -215,7 +222,7 @@ void write_torch_export(ckpt::CheckpointReader& reader, const std::vector<OutTen
                         const ExportOptions& o, Progress& progress) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const OutTensor& t : tensors) {
-    dict.insert(t.name, load_tensor(reader, t).contiguous());
+    dict.insert(t.out_name, load_tensor(reader, t).contiguous());
     progress.advance(t.bytes);
   }
   std::vector<char> bytes = torch::pickle_save(c10::IValue(std::move(dict)));
@@ -225,6 +232,7 @@ void write_torch_export(ckpt::CheckpointReader& reader, const std::vector<OutTen
 ExportOptions parse_options(const FlagArgs& a) {
   ExportOptions o;
   o.out = a.positional[1];
+  o.keep_wrapper_names = a.has("--keep-wrapper-names");
   const std::string dtype = a.value("--dtype", "fp32");
   if (dtype == "fp32")
     o.dtype = ckpt::DType::kF32;
@@ -252,12 +260,14 @@ int run_export(const std::vector<std::string>& args) {
   }
   try {
     const FlagArgs a =
-        parse_flag_args(args, {"--tag", "--dtype", "--format", "--max-shard-size"}, {});
+        parse_flag_args(args, {"--tag", "--dtype", "--format", "--max-shard-size"},
+                        {"--keep-wrapper-names"});
     ZERO_CHECK(a.positional.size() == 2, UsageError, "expected DIR and OUT, got ",
                a.positional.size(), " arguments (see zero checkpoint export --help)");
     const ExportOptions o = parse_options(a);
     ckpt::CheckpointReader reader(find_checkpoint_dir(a.positional[0], a.value("--tag")));
-    const std::vector<OutTensor> tensors = plan_tensors(reader.manifest(), o.dtype);
+    const std::vector<OutTensor> tensors =
+        plan_tensors(reader.manifest(), o.dtype, o.keep_wrapper_names);
     int64_t total = 0;
     for (const OutTensor& t : tensors) total += t.bytes;
     ZERO_CHECK(!o.torch_format || total <= o.max_shard_bytes, UsageError,
@@ -290,7 +300,8 @@ int run_export(const std::vector<std::string>& args) {
 
 ZERO_COMMAND("checkpoint export",
              "consolidated weights of a checkpoint (zero_to_fp32): DIR OUT [--tag T] "
-             "[--dtype fp32|bf16|fp16] [--format safetensors|torch] [--max-shard-size 5GB]",
+             "[--dtype fp32|bf16|fp16] [--format safetensors|torch] [--max-shard-size 5GB] "
+             "[--keep-wrapper-names]",
              run_export);
 
 }  // namespace zero::tools

@@ -8,9 +8,11 @@
 #include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/safetensors.h>
 #include <zero/comm/process_group.h>
+#include <zero/engine/clean_names.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -138,14 +140,15 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
                                           st.last_overflow_iteration};
   }
   m.client_state = client_state;
+  const CleanNames clean(*s.model);
   for (size_t i = 0; i < s.params.size(); ++i) {
     const at::Tensor& p = s.params[i];
     m.params.push_back({s.names[i], std::vector<int64_t>(p.sizes().begin(), p.sizes().end()),
-                        detail::safetensors_dtype(p.scalar_type())});
+                        detail::safetensors_dtype(p.scalar_type()), clean(s.names[i])});
   }
   for (const auto& [name, t] : detail::module_buffers(s))
     m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                         detail::safetensors_dtype(t.scalar_type())});
+                         detail::safetensors_dtype(t.scalar_type()), clean(name)});
   for (int r = 0; r < m.world_size; ++r) {
     ckpt::ManifestFile f;
     f.name = rank_file_name(r);
@@ -266,14 +269,23 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
     if (s.comm->rank() != 0) return;
     std::vector<ckpt::TensorToWrite> tensors;
     std::vector<at::Tensor> host;
-    auto add = [&](const std::string& name, const at::Tensor& t) {
-      host.push_back(t.detach().to(at::kCPU).contiguous());
-      const at::Tensor& h = host.back();
-      tensors.push_back({name, *ckpt::parse_dtype(detail::safetensors_dtype(h.scalar_type())),
+    std::vector<std::string> registered;
+    for (const auto& [name, t] : params) {
+      registered.push_back(name);
+      host.push_back(t);
+    }
+    for (const auto& [name, t] : detail::module_buffers(s)) {
+      registered.push_back(name);
+      host.push_back(t);
+    }
+    // The model's own names (the wrappers' segments removed): DeepSpeed's file has no wrappers.
+    const std::vector<std::string> names = CleanNames(*s.model).all(registered);
+    for (size_t i = 0; i < host.size(); ++i) {
+      host[i] = host[i].detach().to(at::kCPU).contiguous();
+      const at::Tensor& h = host[i];
+      tensors.push_back({names[i], *ckpt::parse_dtype(detail::safetensors_dtype(h.scalar_type())),
                          std::vector<int64_t>(h.sizes().begin(), h.sizes().end()), h.data_ptr()});
-    };
-    for (const auto& [name, t] : params) add(name, t);
-    for (const auto& [name, t] : detail::module_buffers(s)) add(name, t);
+    }
     ckpt::make_dirs(save_dir);
     const std::string temp = save_dir + "/" + file_name + ".tmp-" + ckpt::unique_nonce();
     ckpt::write_safetensors(temp, tensors, {{"format", "pt"}});

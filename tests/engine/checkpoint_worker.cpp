@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace zero;
@@ -429,6 +430,15 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   });
   expect_throw<CheckpointError>("newer format", "format version 99 is newer",
                                 [&] { engine.load_checkpoint(newer); });
+  // Exports key tensors by clean name: two parameters with one are refused, naming both.
+  const std::string same_clean = broken("same_clean", [&](const std::string& d) {
+    auto j = nlohmann::json::parse(ckpt::read_small_file(d + "/manifest.json", 1 << 20));
+    j["params"][1]["clean_name"] = j["params"][0].value("clean_name", j["params"][0]["name"].get<std::string>());
+    std::filesystem::remove(d + "/manifest.json");
+    ckpt::atomic_write_file(d + "/manifest.json", j.dump());
+  });
+  expect_throw<CheckpointError>("two parameters with one clean name", "have the same clean name",
+                                [&] { engine.load_checkpoint(same_clean); });
   const std::string escape = broken("escape", [&](const std::string& d) {
     auto j = nlohmann::json::parse(ckpt::read_small_file(d + "/manifest.json", 1 << 20));
     j["files"][0]["name"] = "../../good/global_step1/rank00000.safetensors";
@@ -460,14 +470,23 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
                                 "'fc.weight' has shape [5, 127] in the model but [4, 127]",
                                 [&] { e5.load_checkpoint(root + "/tiny"); });
 
-  // save_16bit_model: rank 0's one file holds the full parameters, equal to the engine's.
+  // save_16bit_model: rank 0's one file holds the full parameters, equal to the engine's, under
+  // the names of the same net built without zero::Sharded (this net's only `inner` segments are
+  // Sharded's).
   EXPECT(engine.save_16bit_model(root + "/export"), "save_16bit_model returned false");
   const Params full = engine.full_parameters();
+  std::set<std::string> plain_names;
+  for (const auto& p : Net(42, 2, /*wrap=*/false)->named_parameters()) plain_names.insert(p.key());
   if (comm->rank() == 0) {
     ckpt::SafetensorsReader model(root + "/export/model.safetensors");
     EXPECT(model.tensors().size() == full.size(), "save_16bit_model wrote ", model.tensors().size(),
            " tensors for ", full.size(), " parameters");
-    for (const auto& [name, t] : full) {
+    for (const auto& [registered, t] : full) {
+      std::string name = registered;
+      for (size_t at = name.find(".inner."); at != std::string::npos; at = name.find(".inner."))
+        name.erase(at, 6);
+      EXPECT(plain_names.count(name), "'", name, "' (from '", registered,
+             "') is not a name of the unwrapped net");
       const ckpt::TensorInfo* info = model.find(name);
       EXPECT(info && info->nbytes() == static_cast<int64_t>(t.nbytes()),
              "save_16bit_model: ", name);
@@ -476,6 +495,8 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
       model.read_all(*info, read.data_ptr());
       EXPECT(torch::equal(read, t), "save_16bit_model: ", name, " differs");
     }
+    for (const ckpt::TensorInfo& info : model.tensors())
+      EXPECT(info.name.find(".inner.") == std::string::npos, "a wrapper's segment in ", info.name);
   }
 
   // At stage 3 with stage3_gather_16bit_weights_on_model_save false, DeepSpeed's

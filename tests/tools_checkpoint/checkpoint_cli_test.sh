@@ -60,6 +60,12 @@ expect_out export "exported 14 tensors, "
 expect_out export "to $out/model.safetensors in "
 [ -s "$dir/export.err" ] && fail "export: no terminal, yet stderr has: $(cat "$dir/export.err")"
 compare fp32 "$ref" "$out/model.safetensors" fp32 exact
+# Keys are the model's own names (the reference's); --keep-wrapper-names keeps zero::Sharded's
+# `inner.` segments, as the manifest registered them.
+grep -aq '"blocks\.0\.inner\.' "$out/model.safetensors" && fail "export: a wrapper's segment in the keys"
+run export_keep 0 "$zero" checkpoint export "$ck" "$out/keep/model.safetensors" --keep-wrapper-names
+grep -aq '"blocks\.0\.inner\.fc1\.weight"' "$out/keep/model.safetensors" ||
+  fail "export --keep-wrapper-names: no blocks.0.inner.fc1.weight key"
 run export_torch 0 "$zero" checkpoint export "$ck" "$out/model.pt" --format torch
 compare torch "$ref" "$out/model.pt" fp32 exact
 run export_bf16 0 "$zero" checkpoint export "$ck" "$out/bf16/model.safetensors" --dtype=bf16 --tag global_step3

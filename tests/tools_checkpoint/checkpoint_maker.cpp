@@ -2,7 +2,8 @@
 //   make --dir D --stage S --precision fp32|bf16 --steps N --ref REF  (under zerorun, 1-4 ranks)
 //     trains the engine test net (plus two buffers) and saves a checkpoint to D; rank 0 writes
 //     the truth to REF: Engine::full_parameters() as F32 and the buffers in their own dtype
-//     (metadata "buffers" lists their names).
+//     (metadata "buffers" lists their names), keyed by the names of the same net built without
+//     zero::Sharded (exports carry the model's own names).
 //   compare REF EXPORT DTYPE [exact]  (one process)
 //     checks an export (.safetensors, sharded .index.json or torch .pt) against REF: the same
 //     names, parameters in DTYPE, buffers bit-identical; parameters bit-identical with `exact`,
@@ -53,7 +54,7 @@ std::string config_json(int stage, const std::string& precision) {
 
 // The test net with two buffers, so that exports carry `module:` tensors of two dtypes.
 struct MakerNetImpl : NetImpl {
-  explicit MakerNetImpl(int64_t seed) : NetImpl(seed, 2, true) {
+  explicit MakerNetImpl(int64_t seed, bool wrap = true) : NetImpl(seed, 2, wrap) {
     register_buffer("running_mean", torch::linspace(-1.0, 1.0, 6));
     register_buffer("seen", torch::tensor({int64_t{3}, int64_t{-5}}));
   }
@@ -129,7 +130,16 @@ int make(const std::vector<std::string>& args) {
                          std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
                          keep.back().data_ptr()});
     };
-    for (const auto& [name, t] : truth) add(name, t.detach().to(torch::kFloat));
+    // The unwrapped net's names: this net's only `inner` segments are zero::Sharded's.
+    std::set<std::string> plain;
+    for (const auto& p : MakerNet(42, /*wrap=*/false)->named_parameters()) plain.insert(p.key());
+    for (const auto& [registered, t] : truth) {
+      std::string name = registered;
+      for (size_t at = name.find(".inner."); at != std::string::npos; at = name.find(".inner."))
+        name.erase(at, 6);
+      expect(plain.count(name) > 0, name + " is not a name of the unwrapped net");
+      add(name, t.detach().to(torch::kFloat));
+    }
     for (const auto& item : net->named_buffers()) {
       add(item.key(), item.value().detach());
       buffers += (buffers.empty() ? "" : ",") + item.key();

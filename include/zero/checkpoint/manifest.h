@@ -18,9 +18,10 @@ constexpr const char* kLatestFile = "latest";
 
 // One trainable parameter, in the order of the saving engine's layout.
 struct ManifestParam {
-  std::string name;
+  std::string name;  // as registered in the saving program's model (wrappers included)
   std::vector<int64_t> shape;
-  std::string dtype;  // the model's dtype while training: "F32", "BF16", "F16"
+  std::string dtype;       // the model's dtype while training: "F32", "BF16", "F16"
+  std::string clean_name;  // the model's own name, without our wrappers' segments ("" = name)
   int64_t numel() const;
 };
 
@@ -29,6 +30,7 @@ struct ManifestBuffer {
   std::string name;
   std::vector<int64_t> shape;
   std::string dtype;
+  std::string clean_name;  // as ManifestParam::clean_name
 };
 
 // Elements [begin, end) of parameter `param` (flattened): one tensor per state kind in the file
