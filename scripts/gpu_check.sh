@@ -125,7 +125,8 @@ kill_ours() {  # SIGNAL
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = $$ ] && continue
-    tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx "GPU_CHECK_RUN=$GPU_CHECK_RUN" && kill "-$1" "$p" 2>/dev/null
+    { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "GPU_CHECK_RUN=$GPU_CHECK_RUN" &&
+      kill "-$1" "$p" 2>/dev/null
   done
 }
 last_line() { grep -v -E '^(frame #|\s*$)' "$1" 2>/dev/null | tail -1 | cut -c1-200; }
@@ -134,7 +135,11 @@ die() { result setup fatal failed "$*"; exit 1; }
 finish() {
   [ -n "$FINISHING" ] && return
   FINISHING=1
-  trap - TERM INT EXIT
+  # Ignored, not reset: `timeout` relays a TERM twice (to this shell, then to its whole process
+  # group); on a loaded machine the second can land after the first started finish(), and a
+  # default TERM here would end the run without its summary.
+  trap '' TERM INT
+  trap - EXIT
   local p alive=""
   for p in $CHILD $CHAIN_PID "${BG_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
   if [ -n "$KILLED$alive" ]; then
@@ -175,8 +180,9 @@ PY
   say "all checks passed"
   exit 0
 }
-trap 'KILLED=TERM; exit 143' TERM
-trap 'KILLED=INT; exit 130' INT
+# The first signal wins; later ones (see finish) are ignored from here on.
+trap 'trap "" TERM INT; KILLED=TERM; exit 143' TERM
+trap 'trap "" TERM INT; KILLED=INT; exit 130' INT
 trap finish EXIT
 
 # ================================================================ 0 probe
