@@ -244,8 +244,8 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
   auto claim = [&](const std::string& clean, const std::string& name, const std::string& path) {
     auto [it, fresh] = registered_of.emplace(clean, name);
     if (!fresh)
-      f.fail(path + ".clean_name", "'" + name + "' and '" + it->second + "' have the same clean name '" +
-                                       clean + "'");
+      f.fail(path + ".clean_name",
+             "'" + name + "' and '" + it->second + "' have the same clean name '" + clean + "'");
   };
   for (size_t i = 0; i < m.params.size(); ++i)
     claim(m.params[i].clean_name, m.params[i].name, "params[" + std::to_string(i) + "]");

@@ -245,8 +245,9 @@ class NcclWork final : public Work {
     cudaError_t q = cudaEventQuery(done_);
     if (q == cudaSuccess && state_->is_aborted()) {
       // Not seen finished before the abort (fail_unfinished marks those it knows of first).
-      error_ = std::make_exception_ptr(CommError(str(
-          where_, " did not finish before the communicator was aborted: ", state_->broken_message())));
+      error_ = std::make_exception_ptr(CommError(
+          str(where_,
+              " did not finish before the communicator was aborted: ", state_->broken_message())));
       finished_ = true;
       return true;
     }
@@ -390,8 +391,8 @@ class NcclCommunicator final : public Communicator {
           for (int k = 0; k < state_->size && r == ncclSuccess; ++k) {
             if (counts[k] == 0) continue;  // every rank skips the same roots
             r = ncclReduce(static_cast<char*>(in.data_ptr()) + offsets[k] * es, out.data_ptr(),
-                           counts[k], nccl_dtype(in.scalar_type(), "reduce_scatter_v"), nop, k,
-                           c, s);
+                           counts[k], nccl_dtype(in.scalar_type(), "reduce_scatter_v"), nop, k, c,
+                           s);
           }
           ncclResult_t end = ncclGroupEnd();
           return r != ncclSuccess ? r : end;
@@ -449,9 +450,8 @@ class NcclCommunicator final : public Communicator {
     ncclComm_t child = nullptr;
     const int color = it == ranks.end() ? NCCL_SPLIT_NOCOLOR : 0;
     const int key = it == ranks.end() ? 0 : static_cast<int>(it - ranks.begin());
-    state_->check(state_->with_comm([&](ncclComm_t c) {
-      return ncclCommSplit(c, color, key, &child, &config);
-    }),
+    state_->check(state_->with_comm(
+                      [&](ncclComm_t c) { return ncclCommSplit(c, color, key, &child, &config); }),
                   "ncclCommSplit");
     if (it == ranks.end()) return nullptr;
     ncclResult_t r = ncclInProgress;

@@ -178,7 +178,6 @@ void stage3_fixed(Section& s, int stage, const char* prefixed, const char* alias
     s.ctx.warn(s.child(name), "no effect: " + why);
 }
 
-
 }  // namespace
 
 void read_zero(Section& root, ZeroOptimizationConfig& z) {

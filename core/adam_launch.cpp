@@ -19,13 +19,12 @@ std::optional<kernels::AdamShard> entry(const OptimizerShard& s, const at::Tenso
               ": optimizer state and gradient sizes differ from the master's");
   const bool fp32 = s.master.scalar_type() == at::kFloat && m.scalar_type() == at::kFloat &&
                     v.scalar_type() == at::kFloat;
-  if (!fp32 || !on(s.master, device) || !on(m, device) || !on(v, device) ||
-      !on(s.grad, device) || !kernel_dtype(s.grad.scalar_type()))
+  if (!fp32 || !on(s.master, device) || !on(m, device) || !on(v, device) || !on(s.grad, device) ||
+      !kernel_dtype(s.grad.scalar_type()))
     return std::nullopt;
   if (s.param16.defined()) {
     const auto t16 = kernel_dtype(s.param16.scalar_type());
-    if (!t16 || *t16 == kernels::DType::kFp32 || !on(s.param16, device) ||
-        s.param16.numel() != n)
+    if (!t16 || *t16 == kernels::DType::kFp32 || !on(s.param16, device) || s.param16.numel() != n)
       return std::nullopt;
   }
   return kernels::AdamShard{s.master.data_ptr<float>(),
@@ -76,8 +75,8 @@ std::vector<size_t> for_each_adam_launch(const std::vector<OptimizerShard>& shar
       const OptimizerShard& s = shards[i];
       const std::optional<kernels::DType> own16 =
           s.param16.defined() ? kernel_dtype(s.param16.scalar_type()) : std::nullopt;
-      const bool same = *kernel_dtype(s.grad.scalar_type()) == l.grad_type &&
-                        (!own16 || !t16 || *own16 == *t16);
+      const bool same =
+          *kernel_dtype(s.grad.scalar_type()) == l.grad_type && (!own16 || !t16 || *own16 == *t16);
       if (!same) {
         later.emplace_back(i, e);
         continue;

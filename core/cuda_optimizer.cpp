@@ -25,12 +25,10 @@ std::vector<size_t> cuda_adam_step(const kernels::AdamParams& p,
   if (!device.is_cuda()) return which;
   c10::cuda::CUDAGuard guard(device);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  return for_each_adam_launch(shards, which, exp_avg, exp_avg_sq, device,
-                              [&](const AdamLaunch& l) {
-                                kernels::cuda::launch_multi_tensor_adam(
-                                    p, l.list.data(), l.list.size(), l.grad_type,
-                                    l.param16_type, stream);
-                              });
+  return for_each_adam_launch(shards, which, exp_avg, exp_avg_sq, device, [&](const AdamLaunch& l) {
+    kernels::cuda::launch_multi_tensor_adam(p, l.list.data(), l.list.size(), l.grad_type,
+                                            l.param16_type, stream);
+  });
 }
 
 #else

@@ -71,7 +71,7 @@ FlatStage::~FlatStage() {
 
 c10::ScalarType FlatStage::grad_dtype_of(const Group& g) const {
   return options_.grad_dtype == c10::ScalarType::Undefined ? to_scalar_type(g.dtype)
-                                                         : options_.grad_dtype;
+                                                           : options_.grad_dtype;
 }
 
 void FlatStage::setup(const std::vector<bool>& sharded_group,
@@ -138,7 +138,8 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
     // With offload_param and the optimizer on the device, the master is the shard's only copy on
     // the device: the parameter shard itself moves to the store.
     const bool shard_leaves = options_.param_store && b.sharded_params;
-    b.master_is_alias = g.dtype == FloatType::kFloat32 && !options_.offload_optimizer && !shard_leaves;
+    b.master_is_alias =
+        g.dtype == FloatType::kFloat32 && !options_.offload_optimizer && !shard_leaves;
     if (b.master_is_alias)
       b.master = compute_shard;
     else if (!options_.offload_optimizer)
@@ -472,7 +473,8 @@ void FlatStage::all_gather_shard_into_flat(int group) {
   const int64_t S = g.shard_numel;
   const int64_t chunk =
       std::min<int64_t>(S, std::max<int64_t>(1, options_.allgather_bucket_numel / world_));
-  if (!gather_in_.defined() || gather_in_.numel() < chunk || gather_in_.scalar_type() != to_scalar_type(g.dtype))
+  if (!gather_in_.defined() || gather_in_.numel() < chunk ||
+      gather_in_.scalar_type() != to_scalar_type(g.dtype))
     gather_in_ = at::empty({chunk}, b.flat.options());
   if (chunk == S) {  // one collective straight into the flat buffer
     at::Tensor in = gather_in_.narrow(0, 0, S).copy_(own);

@@ -94,7 +94,8 @@ class AdamOptimizer : public ShardOptimizer {
   // can name the current stream; ATen ops otherwise (and for anything the kernels do not take).
   void step_others(const std::vector<OptimizerShard>& shards, const std::vector<size_t>& which,
                    const kernels::AdamParams& p, double lr, int64_t step, double grad_scale) {
-    const std::vector<size_t> rest = detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_);
+    const std::vector<size_t> rest =
+        detail::cuda_adam_step(p, shards, which, exp_avg_, exp_avg_sq_);
     const bool adamw = options_.kind == OptimizerKind::kAdamW;
     for (size_t i : rest) {
       at::Tensor g = shards[i].grad.to(at::kFloat);

@@ -25,7 +25,8 @@ std::string CleanNames::operator()(const std::string& registered) const {
   size_t begin = 0;
   while (true) {
     const size_t dot = registered.find('.', begin);
-    const std::string segment = registered.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    const std::string segment =
+        registered.substr(begin, dot == std::string::npos ? dot : dot - begin);
     const bool wrapped = segment == kWrappedChild && wrappers_.count(path);
     if (!wrapped) clean += (clean.empty() ? "" : ".") + segment;
     path += (path.empty() ? "" : ".") + segment;
@@ -41,8 +42,8 @@ std::vector<std::string> CleanNames::all(const std::vector<std::string>& registe
   for (const std::string& name : registered) {
     out.push_back((*this)(name));
     auto [it, fresh] = owner.emplace(out.back(), &name);
-    ZERO_CHECK(fresh, UsageError, "clean names: '", name, "' and '", *it->second,
-               "' both become '", out.back(), "' without the wrappers' segments; rename one");
+    ZERO_CHECK(fresh, UsageError, "clean names: '", name, "' and '", *it->second, "' both become '",
+               out.back(), "' without the wrappers' segments; rename one");
   }
   return out;
 }

@@ -300,7 +300,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
   impl->activations = detail::attach_checkpoints(*model, config, rank, ordered[0].second.device());
-  if (config.wall_clock_breakdown) impl->timers.sync_device_at_boundaries(ordered[0].second.device());
+  if (config.wall_clock_breakdown)
+    impl->timers.sync_device_at_boundaries(ordered[0].second.device());
   impl->optimizer = detail::make_optimizer(config, swap_folders, comm->rank());
   impl->optimizer->init_state(impl->stage->optimizer_shards());
   if (impl->optimizer->wants_grad_copies()) {

@@ -90,7 +90,8 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
     if (g.persistent) continue;  // small parameters stay whole, as the stage keeps them
     // Only this rank's part of each parameter is copied: no whole flat buffer is made.
     const BufferRange mine = g.shard(rank_);
-    at::Tensor shard = at::zeros({mine.numel()}, at::TensorOptions().dtype(to_scalar_type(g.dtype)));
+    at::Tensor shard =
+        at::zeros({mine.numel()}, at::TensorOptions().dtype(to_scalar_type(g.dtype)));
     for (int pi : g.params) {
       const BufferRange r = layout.slots()[pi].buffer;
       const BufferRange part = r.intersect(mine);

@@ -1,6 +1,7 @@
 // `zero checkpoint export DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--format safetensors|torch]
-// [--max-shard-size 5GB] [--keep-wrapper-names]`: the consolidated weights of a sharded checkpoint (DeepSpeed's
-// zero_to_fp32.py): each parameter from its fp32 masters, cast to --dtype, plus the buffers.
+// [--max-shard-size 5GB] [--keep-wrapper-names]`: the consolidated weights of a sharded checkpoint
+// (DeepSpeed's zero_to_fp32.py): each parameter from its fp32 masters, cast to --dtype, plus the
+// buffers.
 //
 // Each parameter is read over its full range from whichever rank files hold its pieces, one at
 // a time; ckpt::write_safetensors takes a whole file's tensors at once, so at most one output
@@ -259,9 +260,8 @@ int run_export(const std::vector<std::string>& args) {
     return kCkptOk;
   }
   try {
-    const FlagArgs a =
-        parse_flag_args(args, {"--tag", "--dtype", "--format", "--max-shard-size"},
-                        {"--keep-wrapper-names"});
+    const FlagArgs a = parse_flag_args(args, {"--tag", "--dtype", "--format", "--max-shard-size"},
+                                       {"--keep-wrapper-names"});
     ZERO_CHECK(a.positional.size() == 2, UsageError, "expected DIR and OUT, got ",
                a.positional.size(), " arguments (see zero checkpoint export --help)");
     const ExportOptions o = parse_options(a);

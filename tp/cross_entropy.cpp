@@ -25,7 +25,8 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     z = z - max.unsqueeze(-1);
     const at::Tensor outside = (target < begin).logical_or(target >= begin + part);
     const at::Tensor local = (target - begin).masked_fill(outside, 0);
-    const at::Tensor picked = z.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0);
+    const at::Tensor picked =
+        z.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0);
     const at::Tensor predicted = detail::all_reduce_sum(picked, *group);
     at::Tensor e = z.exp();
     const at::Tensor sum_exp = detail::all_reduce_sum(e.sum(-1), *group);
@@ -51,10 +52,10 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                         const std::shared_ptr<Communicator>& group) {
   ZERO_CHECK(group, UsageError, "vocab_parallel_cross_entropy: no tensor-parallel group");
-  ZERO_CHECK(logits.dim() == target.dim() + 1 &&
-                 logits.sizes().slice(0, target.dim()) == target.sizes(),
-             UsageError, "vocab_parallel_cross_entropy: logits ", logits.sizes(),
-             " do not match targets ", target.sizes(), " (want targets' shape + [vocab / T])");
+  ZERO_CHECK(
+      logits.dim() == target.dim() + 1 && logits.sizes().slice(0, target.dim()) == target.sizes(),
+      UsageError, "vocab_parallel_cross_entropy: logits ", logits.sizes(), " do not match targets ",
+      target.sizes(), " (want targets' shape + [vocab / T])");
   return VocabParallelCrossEntropy::apply(logits, target.to(at::kLong), group.get());
 }
 

@@ -37,7 +37,8 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOpt
     : options(o), group_(std::move(group)) {
   const Communicator& g = checked(group_, "ColumnParallelLinear");
   const int64_t part = part_of(o.out_features(), g, "ColumnParallelLinear", "out_features");
-  torch::nn::Linear whole(torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
+  torch::nn::Linear whole(
+      torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
   weight = register_parameter("weight", rows(whole->weight, part, g.rank()));
   if (o.bias()) bias = register_parameter("bias", rows(whole->bias, part, g.rank()));
 }
@@ -57,7 +58,8 @@ RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
     : options(o), group_(std::move(group)) {
   const Communicator& g = checked(group_, "RowParallelLinear");
   const int64_t part = part_of(o.in_features(), g, "RowParallelLinear", "in_features");
-  torch::nn::Linear whole(torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
+  torch::nn::Linear whole(
+      torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
   weight = register_parameter(
       "weight", whole->weight.narrow(1, g.rank() * part, part).detach().contiguous().clone());
   if (o.bias()) bias = register_parameter("bias", whole->bias.detach().clone());
@@ -69,7 +71,9 @@ at::Tensor RowParallelLinearImpl::forward(const at::Tensor& x) {
   return bias.defined() ? y + bias : y;
 }
 
-std::vector<at::Tensor> RowParallelLinearImpl::split_parameters() const { return {weight}; }
+std::vector<at::Tensor> RowParallelLinearImpl::split_parameters() const {
+  return {weight};
+}
 
 VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t num, int64_t dim,
                                                        std::shared_ptr<Communicator> group)

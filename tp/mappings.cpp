@@ -61,7 +61,8 @@ c10::IValue hold(const std::shared_ptr<Communicator>& group) {
 }
 
 Communicator& held(torch::autograd::AutogradContext* ctx) {
-  auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+  auto holder =
+      c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
   return *holder->group;
 }
 

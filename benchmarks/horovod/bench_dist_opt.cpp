@@ -117,8 +117,9 @@ int main() {
     std::printf(
         "| %d | engine stage 0 (zero::initialize, SIMD AdamW) | %lld | %.1f | 1.00x | %.4f |\n",
         world, static_cast<long long>(params), e, engine_loss);
-    std::printf("| %d | DistributedOptimizer (torch::optim::AdamW) | %lld | %.1f | %.2fx | %.4f |\n",
-                world, static_cast<long long>(params), d, d / e, dist_loss);
+    std::printf(
+        "| %d | DistributedOptimizer (torch::optim::AdamW) | %lld | %.1f | %.2fx | %.4f |\n", world,
+        static_cast<long long>(params), d, d / e, dist_loss);
   }
   comm->barrier()->synchronize();
   return 0;

@@ -1,2 +1,4 @@
 // Carries the precompiled LibTorch header for the executables (PIE objects).
-int main() { return 0; }
+int main() {
+  return 0;
+}

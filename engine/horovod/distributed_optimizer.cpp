@@ -109,8 +109,7 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<torch::optim::Optimiz
   sopts.comm_dtype = wire_dtype(options.compression);
   const int64_t bytes =
       options.fusion_threshold_bytes > 0 ? options.fusion_threshold_bytes : fusion_bytes_from_env();
-  sopts.reduce_bucket_numel =
-      std::max<int64_t>(1, bytes / float_type_bytes(specs[0].dtype));
+  sopts.reduce_bucket_numel = std::max<int64_t>(1, bytes / float_type_bytes(specs[0].dtype));
   LayoutOptions lopts;
   lopts.world_size = comm_->world_size();
   lopts.align_bytes = sopts.align_bytes;

@@ -74,8 +74,8 @@ class ScopedPart {
     if (!timers_) return;
     timers_->sync_device();
     timers_->add(
-          part_,
-          std::chrono::duration<double, std::milli>(StepTimers::Clock::now() - start_).count());
+        part_,
+        std::chrono::duration<double, std::milli>(StepTimers::Clock::now() - start_).count());
   }
   ScopedPart(const ScopedPart&) = delete;
   ScopedPart& operator=(const ScopedPart&) = delete;

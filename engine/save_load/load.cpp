@@ -96,8 +96,9 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
   const ckpt::Manifest& m = reader.manifest();
   at::NoGradGuard no_grad;
   for (const auto& [name, t] : detail::module_buffers(s)) {
-    auto it = std::find_if(m.buffers.begin(), m.buffers.end(),
-                           [&name = name](const ckpt::ManifestBuffer& b) { return b.name == name; });
+    auto it =
+        std::find_if(m.buffers.begin(), m.buffers.end(),
+                     [&name = name](const ckpt::ManifestBuffer& b) { return b.name == name; });
     if (it == m.buffers.end()) {
       ZERO_CHECK(!strict, CheckpointError, "load_checkpoint: ", reader.dir(), ": buffer '", name,
                  "' of the model is not in the checkpoint (load_module_strict)");

@@ -258,9 +258,10 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
   if (z.stage == 3 && !z.stage3_gather_16bit_weights_on_model_save) {
     // DeepSpeed's save_16bit_model: without the gather the file would hold one rank's shards.
     if (s.comm->rank() == 0)
-      spdlog::warn("save_16bit_model: did not save {}/{} because "
-                   "zero_optimization.stage3_gather_16bit_weights_on_model_save is false",
-                   save_dir, file_name);
+      spdlog::warn(
+          "save_16bit_model: did not save {}/{} because "
+          "zero_optimization.stage3_gather_16bit_weights_on_model_save is false",
+          save_dir, file_name);
     return false;
   }
   const auto params = full_parameters();  // collective: stage 3 gathers

@@ -193,7 +193,8 @@ void adam_step_cpu_fp32_grad(const AdamParams& p, float* param, const float* gra
 
 void multi_tensor_adam_cpu(const AdamParams& p, const AdamShard* shards, size_t count,
                            DType grad_type, DType param16_type) {
-  const bool any16 = std::any_of(shards, shards + count, [](const AdamShard& s) { return s.param16; });
+  const bool any16 =
+      std::any_of(shards, shards + count, [](const AdamShard& s) { return s.param16; });
   ZERO_CHECK(!any16 || param16_type != DType::kFp32, UsageError,
              "multi_tensor_adam_cpu: param16_type must be fp16 or bf16");
   const Half16 out_type = param16_type == DType::kFp16 ? Half16::kFp16 : Half16::kBf16;

@@ -608,7 +608,8 @@ TEST_CASE("keys DeepSpeed honours and we cannot are refused at the value that wo
   // The 16-bit consolidation on save: honoured off at stage 3 under any of its names (then
   // save_16bit_model saves nothing, as DeepSpeed); absent, ours is on; below stage 3 only the
   // stage warning.
-  CHECK(parse(z(R"("stage": 3)")).config.zero_optimization.stage3_gather_16bit_weights_on_model_save);
+  CHECK(
+      parse(z(R"("stage": 3)")).config.zero_optimization.stage3_gather_16bit_weights_on_model_save);
   for (const char* key :
        {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
         "stage3_gather_fp16_weights_on_model_save"}) {

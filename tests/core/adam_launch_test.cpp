@@ -60,9 +60,9 @@ TEST_CASE("every entry of a launch list points at its shard's tensors", "[core][
   std::vector<size_t> which{0, 1, 2, 3, 4, 5, 6};
 
   std::vector<AdamLaunch> launches;
-  const std::vector<size_t> rest = zero::detail::for_each_adam_launch(
-      shards, which, st.m, st.v, at::Device(at::kCPU),
-      [&](const AdamLaunch& l) { launches.push_back(l); });
+  const std::vector<size_t> rest =
+      zero::detail::for_each_adam_launch(shards, which, st.m, st.v, at::Device(at::kCPU),
+                                         [&](const AdamLaunch& l) { launches.push_back(l); });
   CHECK((rest == std::vector<size_t>{5, 6}));
 
   std::map<size_t, int> seen;
@@ -97,12 +97,12 @@ TEST_CASE("a 16-bit copy of the wrong size or dtype keeps a shard out of the lis
   SECTION("numel") {
     shards[0].param16 = at::zeros({9}, at::kBFloat16);
     CHECK((zero::detail::for_each_adam_launch(shards, {0}, st.m, st.v, at::Device(at::kCPU),
-                                             launch_none) == std::vector<size_t>{0}));
+                                              launch_none) == std::vector<size_t>{0}));
   }
   SECTION("fp32 is no 16-bit copy") {
     shards[0].param16 = at::zeros({10});
     CHECK((zero::detail::for_each_adam_launch(shards, {0}, st.m, st.v, at::Device(at::kCPU),
-                                             launch_none) == std::vector<size_t>{0}));
+                                              launch_none) == std::vector<size_t>{0}));
   }
 }
 
@@ -125,15 +125,14 @@ TEST_CASE("the CPU twin over a launch list equals the single-buffer kernels bitw
   zero::OptimizerOptions o;
   o.weight_decay = 0.01;
   const zero::kernels::AdamParams p = zero::adam_params(o, 1e-3, 3, 2.0);
-  zero::detail::for_each_adam_launch(shards, {0, 1}, st.m, st.v, at::Device(at::kCPU),
-                                     [&](const AdamLaunch& l) {
-                                       zero::kernels::multi_tensor_adam_cpu(
-                                           p, l.list.data(), l.list.size(), l.grad_type,
-                                           l.param16_type);
-                                     });
+  zero::detail::for_each_adam_launch(
+      shards, {0, 1}, st.m, st.v, at::Device(at::kCPU), [&](const AdamLaunch& l) {
+        zero::kernels::multi_tensor_adam_cpu(p, l.list.data(), l.list.size(), l.grad_type,
+                                             l.param16_type);
+      });
   for (size_t i = 0; i < ref.size(); ++i) {
-    REQUIRE(zero::adam_step_host(p, ref[i].master, ref[i].grad, m_ref[i], v_ref[i],
-                                 ref[i].param16));
+    REQUIRE(
+        zero::adam_step_host(p, ref[i].master, ref[i].grad, m_ref[i], v_ref[i], ref[i].param16));
     CHECK(at::equal(shards[i].master, ref[i].master));
     CHECK(at::equal(shards[i].param16, ref[i].param16));
     CHECK(at::equal(st.m[i], m_ref[i]));

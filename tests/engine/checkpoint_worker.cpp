@@ -433,7 +433,8 @@ void run_faults(const std::shared_ptr<Communicator>& comm) {
   // Exports key tensors by clean name: two parameters with one are refused, naming both.
   const std::string same_clean = broken("same_clean", [&](const std::string& d) {
     auto j = nlohmann::json::parse(ckpt::read_small_file(d + "/manifest.json", 1 << 20));
-    j["params"][1]["clean_name"] = j["params"][0].value("clean_name", j["params"][0]["name"].get<std::string>());
+    j["params"][1]["clean_name"] =
+        j["params"][0].value("clean_name", j["params"][0]["name"].get<std::string>());
     std::filesystem::remove(d + "/manifest.json");
     ckpt::atomic_write_file(d + "/manifest.json", j.dump());
   });

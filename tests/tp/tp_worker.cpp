@@ -119,8 +119,8 @@ void check_errors(const std::shared_ptr<Communicator>& g) {
     tp::ColumnParallelLinear bad(tp::ColumnParallelLinearOptions(8, odd), g);
     expect(false, "ColumnParallelLinear refuses out_features not divisible by T");
   } catch (const UsageError& e) {
-    expect(std::string(e.what()).find("ColumnParallelLinear: out_features (" +
-                                      std::to_string(odd) + ") is not divisible by the "
+    expect(std::string(e.what()).find("ColumnParallelLinear: out_features (" + std::to_string(odd) +
+                                      ") is not divisible by the "
                                       "tensor-parallel size " +
                                       std::to_string(g->world_size())) != std::string::npos,
            std::string("error names the layer and sizes: ") + e.what());

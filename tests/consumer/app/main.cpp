@@ -19,7 +19,8 @@ constexpr const char* kConfig = R"({"train_batch_size": 8,
 
 std::shared_ptr<torch::nn::SequentialImpl> make_model() {
   torch::manual_seed(0);
-  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 1))
+  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(),
+                               torch::nn::Linear(32, 1))
       .ptr();
 }
 
@@ -34,7 +35,8 @@ int main() {
   zero::ConfigOptions options;
   options.world_size = 1;
   const zero::ParsedConfig parsed = zero::parse_config_string(kConfig, options);
-  if (parsed.config.zero_optimization.stage != 2 || parsed.config.train_micro_batch_size_per_gpu != 8)
+  if (parsed.config.zero_optimization.stage != 2 ||
+      parsed.config.train_micro_batch_size_per_gpu != 8)
     return fail("unexpected config values");
 
   auto model = make_model();
@@ -44,14 +46,15 @@ int main() {
   const torch::Tensor y = x.sum(1, true);
   double first = 0, last = 0;
   for (int step = 0; step < 30; ++step) {
-    const torch::Tensor loss = torch::mse_loss(model->forward(x.to(torch::kBFloat16)).to(torch::kFloat), y);
+    const torch::Tensor loss =
+        torch::mse_loss(model->forward(x.to(torch::kBFloat16)).to(torch::kFloat), y);
     if (step == 0) first = loss.item<double>();
     last = loss.item<double>();
     engine.backward(loss);
     engine.step();
   }
-  if (!(last < 0.5 * first)) return fail("the loss did not fall: " + std::to_string(first) +
-                                         " -> " + std::to_string(last));
+  if (!(last < 0.5 * first))
+    return fail("the loss did not fall: " + std::to_string(first) + " -> " + std::to_string(last));
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("zero_consumer_" + std::to_string(::getpid()));
@@ -66,7 +69,7 @@ int main() {
   if (!same) return fail("the loaded parameters differ from the saved ones");
   if (again.global_steps() != 30) return fail("the loaded step count is not 30");
 
-  std::cout << "consumer ok: stage 2 bf16, loss " << first << " -> " << last
-            << ", checkpoint " << saved << " loaded\n";
+  std::cout << "consumer ok: stage 2 bf16, loss " << first << " -> " << last << ", checkpoint "
+            << saved << " loaded\n";
   return 0;
 }
