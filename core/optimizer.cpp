@@ -219,15 +219,20 @@ bool adam_step_host(const kernels::AdamParams& p, const at::Tensor& master, cons
   float* m = exp_avg.data_ptr<float>();
   float* v = exp_avg_sq.data_ptr<float>();
   float* w = master.data_ptr<float>();
-  uint16_t* out16 = out16_type ? static_cast<uint16_t*>(out.data_ptr()) : nullptr;
+  uint16_t* out16 = nullptr;
+  // A plain value, not the optional: g++ cannot see that out16 set implies a type, and warns.
+  kernels::Half16 out_kind = g16 ? *g16 : kernels::Half16::kBf16;  // ignored without out16
+  if (out16_type) {
+    out16 = static_cast<uint16_t*>(out.data_ptr());
+    out_kind = *out16_type;
+  }
   if (grad.scalar_type() == at::kFloat && !out16)
     kernels::adam_step_cpu(p, w, grad.data_ptr<float>(), m, v, n);
-  else if (grad.scalar_type() == at::kFloat)  // out16 is set, so out16_type holds a value
-    kernels::adam_step_cpu_fp32_grad(p, w, grad.data_ptr<float>(), m, v, out16,
-                                     out16_type.value_or(kernels::Half16::kBf16), n);
+  else if (grad.scalar_type() == at::kFloat)
+    kernels::adam_step_cpu_fp32_grad(p, w, grad.data_ptr<float>(), m, v, out16, out_kind, n);
   else
     kernels::adam_step_cpu_mixed(p, w, static_cast<const uint16_t*>(grad.data_ptr()), *g16, m, v,
-                                 out16, out16_type ? *out16_type : *g16, n);
+                                 out16, out_kind, n);
   return true;
 }
 
