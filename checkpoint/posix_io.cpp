@@ -17,13 +17,6 @@ namespace {
 constexpr size_t kMaxTransfer = size_t{1} << 30;
 }  // namespace
 
-std::string errno_text(int err) {
-  char buf[256];
-  // GNU strerror_r returns the message (maybe not in buf).
-  const char* msg = strerror_r(err, buf, sizeof(buf));
-  return ::zero::detail::str(msg, " (errno ", err, ")");
-}
-
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
     reset();

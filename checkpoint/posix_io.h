@@ -8,10 +8,11 @@
 #include <string>
 
 #include <zero/checkpoint/errors.h>
+#include <zero/text.h>
 
 namespace zero::ckpt::detail {
 
-std::string errno_text(int err);  // "No space left on device (errno 28)"
+using ::zero::detail::errno_text;
 
 // An owned file descriptor; closes (ignoring errors) on destruction. close_checked() is the
 // close whose error matters (after writing).

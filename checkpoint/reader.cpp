@@ -2,6 +2,7 @@
 // parameter, and reads ranges with pread through the validated safetensors readers.
 #include <zero/checkpoint/atomic_files.h>
 #include <zero/checkpoint/reader.h>
+#include <zero/text.h>
 
 #include <sys/stat.h>
 
@@ -16,11 +17,6 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 std::optional<std::string> resolve_checkpoint_dir(const std::string& load_dir,
@@ -30,7 +26,7 @@ std::optional<std::string> resolve_checkpoint_dir(const std::string& load_dir,
     const std::string latest = load_dir + "/" + kLatestFile;
     struct stat st {};
     if (::stat(latest.c_str(), &st) != 0) return std::nullopt;
-    tag = trim(read_small_file(latest, 4096));
+    tag = ::zero::detail::trim(read_small_file(latest, 4096));
     if (!is_safe_component(tag))
       throw detail::checkpoint_error(latest, "names '", tag,
                                      "', which is not a plain directory name inside ", load_dir);

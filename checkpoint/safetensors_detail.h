@@ -9,13 +9,13 @@
 #include <vector>
 
 #include <zero/checkpoint/safetensors.h>
+#include <zero/text.h>
 
 namespace zero::ckpt::detail {
 
 // numel * dtype_bytes, or nullopt when a dimension is negative or a product overflows int64.
 std::optional<int64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype);
 
-// "[2, 3]"
-std::string shape_text(const std::vector<int64_t>& shape);
+using ::zero::detail::shape_text;
 
 }  // namespace zero::ckpt::detail

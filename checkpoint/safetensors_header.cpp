@@ -225,12 +225,6 @@ std::optional<int64_t> checked_nbytes(const std::vector<int64_t>& shape, DType d
   return n;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 }  // namespace detail
 
 std::vector<TensorInfo> parse_safetensors_header(std::string_view header_json, int64_t data_bytes,

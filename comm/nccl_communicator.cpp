@@ -232,6 +232,14 @@ class NcclWork final : public Work {
         CommError(str(where_, " did not finish before the communicator was aborted: ", broken)));
     finished_ = true;  // tensors stay referenced: the aborted kernel may still touch them
   }
+  // The watchdog could not poll this work (a device error): whoever waits on it gets the error.
+  void fail_polling(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return;
+    error_ = std::make_exception_ptr(CommError(
+        str(where_, ": the watchdog could not poll it: ", why, " (rank ", state_->rank, ")")));
+    finished_ = true;  // tensors stay referenced: the kernel may still touch them
+  }
   bool is_completed() override { return poll(); }
   std::exception_ptr error() override {
     poll();
@@ -551,7 +559,8 @@ class NcclCommunicator final : public Communicator {
                                       try {
                                         DeviceGuard guard(state_->device);
                                         return w->poll();
-                                      } catch (...) {
+                                      } catch (const std::exception& e) {
+                                        w->fail_polling(e.what());
                                         return true;
                                       }
                                     }),

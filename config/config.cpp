@@ -341,6 +341,9 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
   read_optimizer(root, c.optimizer);
   read_scheduler(root, c.scheduler);
   read_zero(root, c.zero_optimization);
+  if (!c.zero_optimization.load_from_fp32_weights && c.precision() == "fp32")
+    ctx.warn("zero_optimization.load_from_fp32_weights",
+             "no effect in fp32 training: the fp32 masters are the model's weights");
   read_monitors(root, c);
   read_activation_checkpointing(root, c.activation_checkpointing);
   read_top_level(root, c);

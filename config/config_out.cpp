@@ -103,6 +103,8 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   out["reduce_bucket_size"] = z.reduce_bucket_size;
   out["allgather_bucket_size"] = z.allgather_bucket_size;
   out["sub_group_size"] = z.sub_group_size;
+  out["load_from_fp32_weights"] = z.load_from_fp32_weights;
+  out["ignore_unused_parameters"] = z.ignore_unused_parameters;
   out["offload_optimizer"] = oo;
   out["offload_param"] = op;
   out["stage3_prefetch_bucket_size"] = z.stage3_prefetch_bucket_size;

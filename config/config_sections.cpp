@@ -220,17 +220,11 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   s.read("reduce_bucket_size", z.reduce_bucket_size, 0, INT64_MAX);
   s.read("allgather_bucket_size", z.allgather_bucket_size, 0, INT64_MAX);
   s.read("sub_group_size", z.sub_group_size, 0, INT64_MAX);
-  read_fixed(s, "load_from_fp32_weights", true, Otherwise::kRefuse,
-             "with false, DeepSpeed rebuilds the fp32 master weights from the 16-bit model "
-             "weights when it loads a checkpoint (losing precision); this engine always loads the "
-             "fp32 masters the checkpoint holds; remove the key or set it true");
+  s.read("load_from_fp32_weights", z.load_from_fp32_weights);
   read_fixed(s, "elastic_checkpoint", false, Otherwise::kNoEffect,
              "it lets DeepSpeed's stage 1/2 checkpoints load at another data-parallel size; every "
              "checkpoint of this engine loads at any world size and stage");
-  read_fixed(s, "ignore_unused_parameters", true, Otherwise::kRefuse,
-             "with false, DeepSpeed stops with an error when a parameter gets no gradient in a "
-             "backward pass; this engine does not detect unused parameters (it reduces their "
-             "gradients as zeros); remove the key or set it true");
+  s.read("ignore_unused_parameters", z.ignore_unused_parameters);
   read_fixed(s, "legacy_stage1", false, Otherwise::kRefuse,
              "the ZeRO stage 1 implementation of DeepSpeed before 0.5.9 (current DeepSpeed "
              "raises an error for it too)");

@@ -65,7 +65,11 @@ FlatStage::~FlatStage() {
     if (accumulators_[i]) accumulators_[i]->del_post_hook(hook_keys_[i]);
   try {
     while (!pending_.empty()) finish_pending();
-  } catch (...) {
+  } catch (const std::exception& e) {  // a destructor must not throw; the error must not vanish
+    spdlog::error(
+        "[rank {}] a gradient reduction still in flight when the stage was destroyed "
+        "failed: {}",
+        rank_, e.what());
   }
 }
 
@@ -165,6 +169,7 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   // Hooks run after AccumulateGrad has put the gradient into param.grad.
   accumulators_.resize(params_.size());
   hook_keys_.resize(params_.size());
+  got_grad_.assign(params_.size(), 0);
   for (size_t pi = 0; pi < params_.size(); ++pi) {
     accumulators_[pi] = torch::autograd::impl::grad_accumulator(params_[pi]);
     ZERO_ASSERT(accumulators_[pi], "no grad accumulator for ", layout_.params()[pi].name);
@@ -184,6 +189,8 @@ void FlatStage::start_backward(bool boundary) {
   boundary_backward_ = boundary;
   reduce_now_ = reduction_ == GradReduction::kReduceScatter || boundary;
   for (auto& b : buckets_) b = BucketState{};
+  next_launch_ = 0;
+  filled_.clear();
   in_backward_ = true;
   grads_zero_ = false;
   if (reduction_ == GradReduction::kAllReduce) {
@@ -243,6 +250,7 @@ void FlatStage::on_grad(int param) {
     begin_implicit_pass(param);
     arrived_[param] = 1;
   }
+  got_grad_[param] = 1;
   const ParamSlot& ps = layout_.slots()[param];
   at::Tensor& grad = params_[param].mutable_grad();
   ZERO_ASSERT(grad.defined(), "hook without gradient for ", layout_.params()[param].name);
@@ -278,9 +286,37 @@ void FlatStage::on_grad(int param) {
   BucketState& bs = buckets_[ps.bucket];
   ++bs.arrived;
   after_grad(param);
-  if (reduce_now_ && options_.overlap_comm &&
-      bs.arrived == static_cast<int>(layout_.buckets()[ps.bucket].params.size()))
-    launch_bucket(ps.bucket);
+  if (bs.arrived == static_cast<int>(layout_.buckets()[ps.bucket].params.size())) {
+    filled_.push_back(ps.bucket);
+    if (reduce_now_ && options_.overlap_comm) launch_filled_in_order();
+  }
+}
+
+void FlatStage::launch_filled_in_order() {
+  while (next_launch_ < launch_order_.size()) {
+    const int b = launch_order_[next_launch_];
+    if (buckets_[b].arrived != static_cast<int>(layout_.buckets()[b].params.size())) return;
+    ++next_launch_;
+    launch_bucket(b);
+  }
+}
+
+void FlatStage::learn_launch_order() {
+  const int n = static_cast<int>(buckets_.size());
+  std::vector<char> seen(n, 0);
+  std::vector<int64_t> order;
+  for (int b : filled_)
+    if (!seen[b]) order.push_back(b), seen[b] = 1;
+  for (int b = n - 1; b >= 0; --b)
+    if (!seen[b]) order.push_back(b);
+  if (world_ > 1 && n > 0) {
+    at::Tensor t =
+        at::tensor(order, at::TensorOptions().dtype(at::kLong)).to(groups_[0].flat.device());
+    comm_->broadcast(t, 0)->wait();
+    t = t.cpu();
+    for (int i = 0; i < n; ++i) order[i] = t[i].item<int64_t>();
+  }
+  launch_order_.assign(order.begin(), order.end());
 }
 
 void FlatStage::finish_pending_holding_gradients() {
@@ -425,8 +461,8 @@ void FlatStage::find_unbucketed() {
 
 void FlatStage::finish_backward() {
   if (reduce_now_) {
-    for (size_t bi = 0; bi < buckets_.size(); ++bi)
-      if (!buckets_[bi].launched) launch_bucket(static_cast<int>(bi));
+    if (launch_order_.empty() && !buckets_.empty()) learn_launch_order();
+    while (next_launch_ < launch_order_.size()) launch_bucket(launch_order_[next_launch_++]);
   }
   while (!pending_.empty()) finish_pending();
   if (grad_ready_ && boundary_backward_)
@@ -438,6 +474,7 @@ void FlatStage::finish_backward() {
 }
 
 void FlatStage::zero_grad() {
+  std::fill(got_grad_.begin(), got_grad_.end(), 0);
   // Only backward writes the gradient buffers: a second zero_grad (after a step, before a load)
   // would fill a full gradient buffer with zeros again for nothing.
   if (grads_zero_) return;
@@ -446,6 +483,13 @@ void FlatStage::zero_grad() {
     if (b.grad_shard.defined()) b.grad_shard.zero_();
   }
   grads_zero_ = true;
+}
+
+std::vector<int> FlatStage::params_without_grad() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < got_grad_.size(); ++i)
+    if (!got_grad_[i]) out.push_back(static_cast<int>(i));
+  return out;
 }
 
 OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {

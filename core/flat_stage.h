@@ -48,6 +48,7 @@ class FlatStage : public Stage {
   void start_backward(bool boundary) override;
   void finish_backward() override;
   void zero_grad() override;  // nothing to do when no backward ran since the last one
+  std::vector<int> params_without_grad() const override;
   StageMemory memory() const override;
   void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
   void set_implicit_passes(int passes_per_step) override;
@@ -106,6 +107,11 @@ class FlatStage : public Stage {
   // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
   int acquire_slot(int bucket, bool use_staging = true);
   void launch_bucket(int bucket);
+  // Launches the filled buckets at the head of launch_order_ (overlap: during backward).
+  void launch_filled_in_order();
+  // At the first reducing backward: rank 0's fill order (then the unfilled buckets, last first)
+  // becomes every rank's launch order. Collective.
+  void learn_launch_order();
   void finish_pending();                         // the oldest in-flight bucket
   void finish_pending_holding_gradients();       // until no autograd gradient is in flight
   ShardRange bucket_in_shard(int bucket) const;  // the part of a bucket in this rank's shard
@@ -128,10 +134,18 @@ class FlatStage : public Stage {
   bool boundary_backward_ = true;  // this backward ends an accumulation
   GradReadyFn grad_ready_;
   std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
-  bool grads_zero_ = true;        // no backward since the gradient buffers were made or zeroed
-  int implicit_passes_ = 0;       // set_implicit_passes; 0: the caller starts passes
-  int implicit_begun_ = 0;        // passes begun since the last boundary finished
-  std::vector<uint8_t> arrived_;  // implicit mode: parameters seen in this pass
+  bool grads_zero_ = true;         // no backward since the gradient buffers were made or zeroed
+  int implicit_passes_ = 0;        // set_implicit_passes; 0: the caller starts passes
+  int implicit_begun_ = 0;         // passes begun since the last boundary finished
+  std::vector<uint8_t> arrived_;   // implicit mode: parameters seen in this pass
+  std::vector<uint8_t> got_grad_;  // per parameter: a gradient arrived since the last zero_grad
+  // Every rank launches its buckets' collectives in one order, whatever order its gradients
+  // arrive in: a parameter that one rank's loss did not use (a data-dependent forward) leaves
+  // that rank's bucket unfilled until the end of backward, and launching in fill order would
+  // then pair different buckets across ranks (wrong sums, or a transport error).
+  std::vector<int> launch_order_;  // learned at the first reducing backward; empty before
+  size_t next_launch_ = 0;         // launch_order_[next_launch_]: the next bucket to launch
+  std::vector<int> filled_;        // this backward's buckets in the order they filled
 };
 
 }  // namespace zero::detail

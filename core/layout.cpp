@@ -119,21 +119,9 @@ ShardRange FlatLayout::bucket_shard_range(int bucket, int rank) const {
   return overlap.relative_to<ShardSpace>(shard.begin);
 }
 
-int64_t FlatLayout::max_bucket_numel() const {
-  int64_t m = 0;
-  for (const Bucket& b : buckets_) m = std::max(m, b.buffer.numel());
-  return m;
-}
-
 int64_t FlatLayout::total_padded_numel() const {
   int64_t n = 0;
   for (const Group& g : groups_) n += g.padded_numel;
-  return n;
-}
-
-int64_t FlatLayout::total_shard_numel() const {
-  int64_t n = 0;
-  for (const Group& g : groups_) n += g.shard_numel;
   return n;
 }
 

@@ -341,6 +341,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
     states_at += detail::str(", parameter shards on ", sopts.param_store->location());
   impl->monitors = EngineMonitors::create(config, rank);
   impl->observe_after_init();
+  detail::register_engine_model(impl.get());  // zero::load_state_dict(model, ...) finds it
   Engine engine(std::move(impl));
   if (rank == 0) {
     spdlog::info(
@@ -488,8 +489,9 @@ void Engine::step() {
              "); call "
              "engine.backward(loss) once per micro-batch before engine.step()");
   s.backward_since_step = false;
-  s.timers.enter();
   const bool boundary = s.boundary();
+  if (boundary && !s.config.zero_optimization.ignore_unused_parameters) s.check_unused_parameters();
+  s.timers.enter();
   ++s.micro_steps;
   if (boundary) {
     CommsLog::CallerScope caller("step");

@@ -30,6 +30,14 @@ std::shared_ptr<ActivationCheckpointing> attach_checkpoints(torch::nn::Module& m
                                                             const at::Device& device);
 }  // namespace detail
 
+namespace detail {
+// Which engine trains which model (load_state_dict.cpp): initialize registers the finished
+// engine, ~Impl removes it; engine_of returns nullptr for a model no engine trains.
+void register_engine_model(Engine::Impl* impl);
+void unregister_engine_model(const Engine::Impl* impl);
+Engine::Impl* engine_of(const torch::nn::Module& model);
+}  // namespace detail
+
 struct Engine::Impl {
   std::shared_ptr<torch::nn::Module> model;
   Config config;
@@ -73,6 +81,9 @@ struct Engine::Impl {
   // The stage's shards with each master where it lives (the optimizer's, when offloaded).
   std::vector<OptimizerShard> optimizer_shards() const;
   void optimizer_step();
+  // zero_optimization.ignore_unused_parameters false: throws UsageError on every rank when a
+  // trainable parameter got no gradient on some rank since the last step. Collective.
+  void check_unused_parameters() const;
   MemoryReport memory_report() const;
   // observe.cpp: set up before the stage exists / after the engine is built; the calls around
   // backward() and step(); what happens after each optimizer step.

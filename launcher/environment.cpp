@@ -8,16 +8,14 @@
 #include <sstream>
 
 #include <zero/error.h>
+#include <zero/text.h>
 
 extern char** environ;
 
 namespace zero::launcher {
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
+using ::zero::detail::trim;
 
 void merge_env_file(const std::string& path, EnvMap* into) {
   std::ifstream in(path);

@@ -1,6 +1,7 @@
 // Parses zerorun's flags the way argparse parses DeepSpeed's: `--flag value` or `--flag=value`,
 // the first word that is not a flag is the program and everything after it belongs to it.
 #include "options.h"
+#include "resources.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -125,8 +126,7 @@ Options parse_options(const std::vector<std::string>& args) {
   ZERO_CHECK(i < args.size(), UsageError, "zerorun: missing PROGRAM (see zerorun --help)");
   o.program = args[i];
   o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-  ZERO_CHECK(o.include.empty() || o.exclude.empty(), UsageError,
-             "zerorun: --include and --exclude are mutually exclusive");
+  check_include_exclude(o.include, o.exclude);
   ZERO_CHECK(o.num_nodes == -1 || o.num_nodes > 0, UsageError,
              "zerorun: --num_nodes must be positive");
   ZERO_CHECK(o.num_gpus == -1 || o.num_gpus > 0, UsageError,

@@ -8,14 +8,12 @@
 #include <sstream>
 
 #include <zero/error.h>
+#include <zero/text.h>
 
 namespace zero::launcher {
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
+using ::zero::detail::trim;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -93,10 +91,14 @@ Resources expand_slots(const std::vector<HostEntry>& hosts) {
   return r;
 }
 
-Resources filter_resources(const Resources& pool, const std::string& include,
-                           const std::string& exclude) {
+void check_include_exclude(const std::string& include, const std::string& exclude) {
   ZERO_CHECK(include.empty() || exclude.empty(), UsageError,
              "zerorun: --include and --exclude are mutually exclusive");
+}
+
+Resources filter_resources(const Resources& pool, const std::string& include,
+                           const std::string& exclude) {
+  check_include_exclude(include, exclude);
   if (include.empty() && exclude.empty()) return pool;
   const bool including = !include.empty();
   Resources chosen = including ? Resources{} : pool;

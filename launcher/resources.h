@@ -29,6 +29,9 @@ std::vector<HostEntry> parse_hostfile(const std::string& text, const std::string
 std::optional<std::vector<HostEntry>> read_hostfile(const std::string& path);
 
 Resources expand_slots(const std::vector<HostEntry>& hosts);  // host -> slots 0..N-1
+// --include and --exclude together: UsageError (checked when the options are parsed, and again
+// by filter_resources for callers that build the strings themselves).
+void check_include_exclude(const std::string& include, const std::string& exclude);
 // DeepSpeed's parse_resource_filter: NODE_SPEC[@NODE_SPEC...], NODE_SPEC = NAME[:SLOT[,SLOT...]].
 Resources filter_resources(const Resources& pool, const std::string& include,
                            const std::string& exclude);

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 namespace zero::monitor {
@@ -55,8 +56,11 @@ std::string python_float_repr(double value) {
 MonitorSet::~MonitorSet() {
   try {
     flush();
-  } catch (...) {
-    // A destructor must not throw; the last interval is lost, as after a crash.
+  } catch (const std::exception& e) {
+    // A destructor must not throw; the last interval is lost, and whoever reads the logs learns
+    // why (the monitors write on rank 0 only).
+    std::cerr << "zero monitor: the final flush failed, the last interval is lost: " << e.what()
+              << std::endl;
   }
 }
 

@@ -3,6 +3,8 @@
 // piece is in use on the copy stream; wait() synchronizes on the last copy's event.
 #include "grad_copy.h"
 
+#include <spdlog/spdlog.h>
+
 #if defined(ZERO_TORCH_HAS_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -30,7 +32,11 @@ GradCopier::GradCopier() = default;
 GradCopier::~GradCopier() {
   try {
     wait();
-  } catch (...) {  // a failed copy was reported by the step that waited, or no step follows
+  } catch (const std::exception& e) {  // no step follows to report it
+    spdlog::error(
+        "offload: a gradient copy to the host, pending when the optimizer was "
+        "destroyed, failed: {}",
+        e.what());
   }
 }
 

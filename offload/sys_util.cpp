@@ -9,12 +9,6 @@
 
 namespace zero::offload::detail {
 
-std::string errno_text(int err) {
-  char buf[256];
-  const char* msg = strerror_r(err, buf, sizeof(buf));  // GNU: may not use buf
-  return std::string(msg) + " (errno " + std::to_string(err) + ")";
-}
-
 bool read_small_file(const std::string& path, std::string* out) {
   int fd;
   do {

@@ -4,9 +4,11 @@
 
 #include <string>
 
+#include <zero/text.h>
+
 namespace zero::offload::detail {
 
-std::string errno_text(int err);  // "No space left on device (errno 28)"
+using ::zero::detail::errno_text;
 
 // The whole content of a small file; false (and *out untouched) when it cannot be read.
 bool read_small_file(const std::string& path, std::string* out);

@@ -1,6 +1,6 @@
 // `zero bench adam [--json] [--threads T] [--iters N] [--simd L] [--flat N] [--mixed N]`:
 // our vectorized CPU AdamW vs LibTorch's torch::optim::AdamW vs a floor kernel with exactly
-// the Adam step's memory traffic, on the same tensor shapes in one run (issue 5, Acceptance).
+// the Adam step's memory traffic, on the same tensor shapes in one run.
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 

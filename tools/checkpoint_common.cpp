@@ -157,10 +157,4 @@ std::string shown(const std::string& name) {
   return name;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 }  // namespace zero::tools

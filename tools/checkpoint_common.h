@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <zero/checkpoint/progress.h>
+#include <zero/text.h>
 
 namespace zero::tools {
 
@@ -50,6 +51,6 @@ std::string grouped(int64_t n);        // 1234567 -> "1,234,567"
 // that a hostile manifest cannot send control sequences to the terminal.
 std::string shown(const std::string& name);
 // "[24, 127]"
-std::string shape_text(const std::vector<int64_t>& shape);
+using ::zero::detail::shape_text;
 
 }  // namespace zero::tools

@@ -10,8 +10,6 @@
 #include <string>
 #include <thread>
 
-#include <cpuid.h>
-
 #if defined(ZERO_HAS_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -22,6 +20,7 @@
 #include <nccl.h>
 #endif
 
+#include <zero/kernels/cpu.h>
 #include <zero/offload/aio.h>
 
 #include "command.h"
@@ -39,17 +38,38 @@ std::string version3(int major, int minor, int patch) {
   return out.str();
 }
 
+// The level the CPU kernels dispatch to (the same function they call), and why it may be lower
+// than the CPU's best.
 std::string simd_level() {
-  __builtin_cpu_init();
-  std::string level = "scalar (x86-64 baseline SSE2)";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = "AVX2+FMA";
-  if (__builtin_cpu_supports("avx512f")) level = "AVX-512F";
-  std::string extras;
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // clang's __builtin_cpu_supports knows no "f16c"
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C)) extras += " F16C";
-  if (__builtin_cpu_supports("avx512bw")) extras += " AVX-512BW";
-  return level + (extras.empty() ? "" : "; also" + extras);
+  const kernels::SimdLevel used = kernels::simd_level(), best = kernels::detected_simd_level();
+  std::string out = kernels::simd_level_name(used);
+  if (used == kernels::SimdLevel::kAvx2) out += " (AVX2 + FMA + F16C)";
+  if (used == kernels::SimdLevel::kAvx512) out += " (AVX-512F + AVX2 + FMA + F16C)";
+  if (used != best)
+    out += std::string("; this CPU supports ") + kernels::simd_level_name(best) +
+           ", lowered by ZERO_CPU_SIMD";
+  return out;
 }
+
+#if defined(ZERO_HAS_CUDA)
+// CMake's CUDA_ARCHITECTURES as built, comma-joined ("80-real,90"): N-real is machine code for
+// sm_N, N-virtual PTX only, plain N both.
+std::string cuda_architectures() {
+  std::istringstream in(ZERO_CUDA_ARCHITECTURES);
+  std::string item, out;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const auto dash = item.find('-');
+    const std::string number = item.substr(0, dash);
+    const std::string kind = dash == std::string::npos ? "" : item.substr(dash + 1);
+    out += (out.empty() ? "sm_" : ", sm_") + number +
+           (kind == "real"      ? ""
+            : kind == "virtual" ? " (PTX only)"
+                                : " (+PTX)");
+  }
+  return out.empty() ? std::string("the toolkit's default") : out;
+}
+#endif
 
 // Gloo is usable when a TCP device can be created on the loopback interface.
 std::string gloo_usable() {
@@ -85,7 +105,7 @@ int run_report(const std::vector<std::string>& args) {
     return 2;
   }
   std::cout << "zero report\n\nversions\n";
-  row("zero", "0.1.0");
+  row("zero", ZERO_VERSION);
   row("LibTorch", version3(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH));
   row("Gloo", version3(GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH));
 #if defined(__clang__)
@@ -136,7 +156,7 @@ int run_report(const std::vector<std::string>& args) {
 #endif
 #if defined(ZERO_HAS_CUDA)
   row("CUDA kernels",
-      std::string("compiled for sm_80, sm_90 (+PTX); usable: ") + (gpus > 0 ? "yes" : "no"));
+      "compiled for " + cuda_architectures() + "; usable: " + (gpus > 0 ? "yes" : "no"));
 #else
   row("CUDA kernels", "not compiled");
 #endif

@@ -3,6 +3,7 @@
 #include "raw_io.h"
 
 #include <zero/error.h>
+#include <zero/text.h>
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -25,9 +26,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string errno_text(int err) {
-  return detail::str(std::strerror(err), " (errno ", err, ")");
-}
+using ::zero::detail::errno_text;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
   throw CheckpointError(detail::str("checkpoint_bench: ", path, ": ", what, ": ", errno_text(err)));

@@ -48,9 +48,11 @@ done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 m_off=$(median "${off[@]}")
 m_on=$(median "${on[@]}")
-echo "GPT example, ZeRO stage $STAGE, 2 ranks, $STEPS steps, $REPEATS alternated runs each; ms per step (median; every run)."
+range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+echo "GPT example, ZeRO stage $STAGE, 2 ranks, $STEPS steps, $REPEATS alternated runs each; ms per step: median (min-max)."
+echo "every run, off: ${off[*]}"
+echo "every run, on:  ${on[*]}"
 echo
-echo "| monitors, timers, loggers | ms per step (median) | runs | vs all off |"
-echo "|---|---|---|---|"
-echo "| all off | $m_off | ${off[*]} | 1.000 |"
-echo "| all on | $m_on | ${on[*]} | $(awk -v a="$m_on" -v b="$m_off" 'BEGIN { printf "%.3f", a / b }') |"
+echo "| stage | runs each | all off ms/step | all on ms/step | on / off |"
+echo "|---|---|---|---|---|"
+echo "| $STAGE | $REPEATS | $m_off ($(range "${off[@]}")) | $m_on ($(range "${on[@]}")) | $(awk -v a="$m_on" -v b="$m_off" 'BEGIN { printf "%.3f", a / b }') |"

@@ -52,13 +52,17 @@ c10::ScalarType wire_dtype(Compression c) {
 
 DistributedOptions DistributedOptions::from_config(const Config& config) {
   DistributedOptions o;
-  o.fusion_threshold_bytes = config.zero_optimization.reduce_bucket_size * 4;
   o.backward_passes_per_step =
       static_cast<int>(std::max<int64_t>(1, config.gradient_accumulation_steps));
   const std::string& wire = config.communication_data_type;
   o.compression = wire == "fp16"   ? Compression::kFp16
                   : wire == "bf16" ? Compression::kBf16
                                    : Compression::kNone;
+  // reduce_bucket_size counts elements of what is reduced: 2 bytes each when they travel or
+  // train in fp16/bf16, else 4 (fp32 gradients).
+  const bool two_bytes =
+      o.compression != Compression::kNone || config.fp16.enabled || config.bf16.enabled;
+  o.fusion_threshold_bytes = config.zero_optimization.reduce_bucket_size * (two_bytes ? 2 : 4);
   return o;
 }
 

@@ -34,6 +34,7 @@ std::string number(const char* format, double value) {
 }  // namespace
 
 Engine::Impl::~Impl() {
+  detail::unregister_engine_model(this);
   for (ShardedImpl* w : wrappers) {
     w->attach(nullptr, -1);
     w->observe(nullptr, "");

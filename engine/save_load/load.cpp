@@ -9,6 +9,7 @@
 #include <zero/checkpoint/progress.h>
 #include <zero/checkpoint/reader.h>
 #include <zero/comm/process_group.h>
+#include <zero/text.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -21,17 +22,10 @@
 
 namespace zero {
 
+using detail::shape_text;
 using detail::StatePiece;
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
 
 // For each of the model's parameters, its index in the checkpoint; throws listing the first few
 // mismatches (missing, extra, shape) in one message.
@@ -219,6 +213,11 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
       for (const at::Tensor& t : s.optimizer->state(g)) t.zero_();
   {
     at::NoGradGuard no_grad;
+    // load_from_fp32_weights false: DeepSpeed rebuilds the masters from the 16-bit weights
+    // (_restore_from_bit16_weights), which are the saved masters rounded to the 16-bit type.
+    if (!s.config.zero_optimization.load_from_fp32_weights && s.compute_dtype != at::kFloat)
+      for (const OptimizerShard& sh : shards)
+        if (sh.master.defined()) sh.master.copy_(sh.master.to(s.compute_dtype));
     for (const OptimizerShard& sh : shards)
       if (sh.param16.defined()) sh.param16.copy_(sh.master);
     s.optimizer->masters_changed();  // offload: the parameters from the host masters; NVMe: stored

@@ -22,6 +22,7 @@
 #include <zero/engine/args.h>
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/load_state_dict.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
 
@@ -37,6 +38,8 @@ constexpr const char* kUsage =
     "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
     "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
+    "                 [--load_weights FILE]   (start from exported weights: zero checkpoint "
+    "export)\n"
     "                 [--set KEY=VALUE ...]   (a ds_config value, as `zero config --set`)";
 
 struct Options {
@@ -47,6 +50,7 @@ struct Options {
   bool json_summary = false;  // one final JSON line: loss, ms/step, peak memory
   std::string save_dir;       // checkpoints: resume from its latest, save every N and at the end
   int64_t save_every = 0;
+  std::string load_weights;             // an export (safetensors or torch format) to start from
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
   int64_t sample = 0;                   // characters rank 0 prints after training
   double temperature = 0.8;             // of the sample; 0 = greedy
@@ -102,6 +106,8 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.steps = number();
     else if (flag == "--save_dir")
       o.save_dir = value;
+    else if (flag == "--load_weights")
+      o.load_weights = value;
     else if (flag == "--save_every")
       o.save_every = number();
     else if (flag == "--seed")
@@ -231,6 +237,13 @@ int train(int argc, char** argv) {
               << " rank(s), micro batch " << micro << " x accumulation " << accumulation << " x "
               << world << " = " << config.train_batch_size << " sequences per step, " << steps
               << " steps" << std::endl;
+  }
+
+  // Fine-tuning: the exported weights replace the initial ones (a checkpoint in --save_dir,
+  // loaded next, takes precedence: a resumed run continues from its own state).
+  if (!o.load_weights.empty()) {
+    zero::load_state_dict(*model, o.load_weights);
+    if (rank == 0) std::cout << "gpt_train: weights from " << o.load_weights << std::endl;
   }
 
   // The data order is a function of the step, so the step is all the data loader needs.

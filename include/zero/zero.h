@@ -14,10 +14,12 @@
 #include <zero/core/stage.h>
 #include <zero/engine/activation/activation_checkpointing.h>
 #include <zero/engine/args.h>
+#include <zero/engine/clean_names.h>
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/horovod/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
+#include <zero/engine/load_state_dict.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/memory_estimate.h>
 #include <zero/engine/sharded.h>

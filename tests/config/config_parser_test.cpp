@@ -593,16 +593,30 @@ TEST_CASE("parse_config_json and parse_config_file") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("keys DeepSpeed honours and we cannot are refused at the value that would differ") {
+TEST_CASE("DeepSpeed's keys that change loading and stepping are honoured or refused") {
   auto z = [](const std::string& keys) {
     return std::string("{") + kBatch + R"(, "zero_optimization": {)" + keys + "}}";
   };
-  for (const char* key : {"load_from_fp32_weights", "ignore_unused_parameters"}) {
-    INFO(key);
-    auto d = errors_of(z(std::string("\"stage\": 2, \"") + key + "\": false"));
-    CHECK(mentions(find(d, std::string("zero_optimization.") + key), "DeepSpeed"));
-    CHECK(parse(z(std::string("\"stage\": 2, \"") + key + "\": true")).warnings.empty());
+  // Honoured both ways (the engine tests check what each does); absent, DeepSpeed's true.
+  for (bool value : {true, false}) {
+    const std::string v = value ? "true" : "false";
+    auto bf16 = parse(z(R"("stage": 2, "load_from_fp32_weights": )" + v));
+    CHECK(bf16.config.zero_optimization.load_from_fp32_weights == value);
+    auto unused = parse(z(R"("stage": 3, "ignore_unused_parameters": )" + v));
+    CHECK(unused.config.zero_optimization.ignore_unused_parameters == value);
+    CHECK(unused.warnings.empty());
   }
+  CHECK(parse(z(R"("stage": 1)")).config.zero_optimization.load_from_fp32_weights);
+  CHECK(parse(z(R"("stage": 1)")).config.zero_optimization.ignore_unused_parameters);
+  // Rebuilding fp32 masters from 16-bit weights means nothing in fp32: said once.
+  auto fp32 = parse(z(R"("stage": 2, "load_from_fp32_weights": false)"));
+  REQUIRE(fp32.warnings.size() == 1);
+  CHECK(fp32.warnings[0].path == "zero_optimization.load_from_fp32_weights");
+  CHECK(mentions(fp32.warnings[0], "no effect in fp32"));
+  auto bf16 = parse(
+      std::string("{") + kBatch +
+      R"(, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "load_from_fp32_weights": false}})");
+  CHECK(bf16.warnings.empty());
   CHECK(mentions(find(errors_of(z(R"("legacy_stage1": true)")), "zero_optimization.legacy_stage1"),
                  "0.5.9"));
   // The 16-bit consolidation on save: honoured off at stage 3 under any of its names (then

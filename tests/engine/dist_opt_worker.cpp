@@ -87,6 +87,22 @@ void golden(const std::shared_ptr<Communicator>& comm) {
       DistributedOptions options;
       options.fusion_threshold_bytes = 4096;  // several buckets, launched during backward
       options.backward_passes_per_step = passes;
+      if (name == "AdamW") {  // the same options from a ds_config (1024 fp32 elements)
+        const std::string ds = zero::detail::str(
+            R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": )", passes,
+            R"(, "zero_optimization": {"reduce_bucket_size": 1024}})");
+        options = DistributedOptions::from_config(parse(ds, world).config);
+        EXPECT(options.fusion_threshold_bytes == 4096 &&
+                   options.backward_passes_per_step == passes &&
+                   options.compression == Compression::kNone,
+               "from_config: ", options.fusion_threshold_bytes, " bytes, ",
+               options.backward_passes_per_step, " passes");
+        const std::string bf16 =
+            R"({"train_micro_batch_size_per_gpu": 1, "communication_data_type": "bf16", "zero_optimization": {"reduce_bucket_size": 1024}})";
+        const DistributedOptions wire = DistributedOptions::from_config(parse(bf16, world).config);
+        EXPECT(wire.fusion_threshold_bytes == 2048 && wire.compression == Compression::kBf16,
+               "from_config with bf16 on the wire: ", wire.fusion_threshold_bytes, " bytes");
+      }
       DistributedOptimizer dist(opt, *net, options);
       for (int step = 0; step < kSteps; ++step) {
         dist.zero_grad();

@@ -209,8 +209,77 @@ void run_memory(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// A Net with one more Linear, "spare", that the loss uses when `use_spare(step, micro)` says 1,
+// multiplies by zero when it says 0 (a zero gradient, every hook fires) and leaves out when it
+// says -1 (no gradient, no hook); trains `steps` steps of Case `c`. Returns the parameters after
+// training, with global_steps() as the last entry's value.
+Params train_with_spare(const std::shared_ptr<Communicator>& comm, const Case& c,
+                        const std::string& extra_zero,
+                        const std::function<int(int, int)>& use_spare, int steps) {
+  const int world = comm->world_size(), rank = comm->rank();
+  Net net(1);
+  torch::nn::Linear spare = net->register_module("spare", torch::nn::Linear(kIn, 1));
+  Engine engine = initialize(net.ptr(), parse(config_json(c, world, extra_zero), world), comm);
+  for (int step = 0; step < steps; ++step)
+    for (int m = 0; m < c.gas; ++m) {
+      auto [x, y] = samples(5, ((step * c.gas + m) * world + rank) * c.micro, c.micro);
+      torch::Tensor out = net->forward(x);
+      const int use = use_spare(step, m);
+      if (use >= 0) out = out + use * spare(x).squeeze(-1);
+      engine.backward(torch::mse_loss(out, y));
+      engine.step();
+    }
+  Params out = engine.full_parameters();
+  out.emplace_back("global_steps", torch::tensor(engine.global_steps()));
+  return out;
+}
+
+int64_t steps_of(const Params& p) {
+  return p.back().second.item<int64_t>();
+}
+
+// ignore_unused_parameters: false stops the step on every rank when a trainable parameter got
+// no gradient in the whole accumulation window on some rank, naming it where it happened; true
+// (the default) counts the missing gradient as zeros, also when only some ranks lack it.
+void unused_parameters(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  const std::string strict = R"(, "ignore_unused_parameters": false)";
+  for (int stage = 0; stage <= 3; ++stage) {
+    Case c;
+    c.stage = stage;
+    c.gas = 2;
+    c.micro = 1;
+    EXPECT(steps_of(train_with_spare(
+               comm, c, strict, [](int, int m) { return m == 1 ? 1 : -1; }, 2)) == 2,
+           "stage ", stage, ": a parameter used in one micro-step of each window was refused");
+    EXPECT(steps_of(train_with_spare(
+               comm, c, "", [](int, int) { return -1; }, 2)) == 2,
+           "stage ", stage,
+           ": ignore_unused_parameters true (the default) refused an unused parameter");
+    // Used on some ranks only: the same model as a zero gradient there, bit for bit (each rank's
+    // buckets are reduced in one agreed order, however its gradients arrive).
+    auto last_rank = [&](int zero_or_skip) {
+      return [&, zero_or_skip](int, int) { return rank == world - 1 ? zero_or_skip : 1; };
+    };
+    const Params skipped = train_with_spare(comm, c, "", last_rank(-1), 2);
+    const Params zeroed = train_with_spare(comm, c, "", last_rank(0), 2);
+    EXPECT(bitwise_equal(skipped, zeroed), "stage ", stage, ": a parameter unused on rank ",
+           world - 1,
+           " only trains differently from a zero "
+           "gradient there (max rel diff ",
+           max_rel_diff(skipped, zeroed), ")");
+    const std::string needle = rank == world - 1
+                                   ? "2 trainable parameter(s) got no gradient on rank " +
+                                         std::to_string(rank) + " since the last step: 'spare."
+                                   : "rank(s) " + std::to_string(world - 1) + " (2)";
+    expect_throw<UsageError>(zero::detail::str("unused parameter, stage ", stage), needle,
+                             [&] { train_with_spare(comm, c, strict, last_rank(-1), 1); });
+  }
+}
+
 void run_baduse(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size(), rank = comm->rank();
+  unused_parameters(comm);
   Case c;
   expect_throw<UsageError>("stage 3 without Sharded", "zero::Sharded", [&] {
     c.stage = 3;

@@ -70,14 +70,6 @@ void train_as(Engine& engine, Net& net, const Case& c, int world, int rank, torc
     }
 }
 
-// Every element of every parameter equal.
-bool bitwise_equal(const Params& a, const Params& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !torch::equal(a[i].second, b[i].second)) return false;
-  return true;
-}
-
 void run_equal(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size(), rank = comm->rank();
   const std::string bf16 = R"(, "bf16": {"enabled": true})";

@@ -246,9 +246,21 @@ void nets_against_fp32(const std::shared_ptr<Communicator>& comm) {
     }
     const double d = max_rel_diff(got, expected);
     EXPECT(d <= v.tolerance, v.name, ": differs from fp32 by ", d, " > ", v.tolerance);
+    // The tolerance means something only if training moved the parameters by much more: a
+    // 16-bit path that barely updated would otherwise pass.
+    Case none = c;
+    none.steps = 0;
+    const Params initial =
+        fp16 ? train_case(comm, none, CastNet(42)) : train_case(comm, none, Net(42, 2, true));
+    const double moved = max_rel_diff(expected, initial), moved16 = max_rel_diff(got, initial);
+    EXPECT(moved >= 4 * v.tolerance && d <= moved16 / 4, v.name, ": fp32 training moved the ",
+           "parameters by ", moved, " and 16-bit by ", moved16, ", against a tolerance of ",
+           v.tolerance, " and a difference of ", d);
     if (comm->rank() == 0)
-      std::printf("precision world %d %-30s vs fp32: max rel diff %.3g (limit %.0e)\n", world,
-                  v.name.c_str(), d, v.tolerance);
+      std::printf(
+          "precision world %d %-30s vs fp32: max rel diff %.3g (limit %.0e); training moved "
+          "them by %.3g (fp32) and %.3g\n",
+          world, v.name.c_str(), d, v.tolerance, moved, moved16);
   }
 }
 

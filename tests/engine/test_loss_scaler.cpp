@@ -88,7 +88,7 @@ struct DeepSpeedDynamicLossScaler {
 
 }  // namespace
 
-TEST_CASE("the issue's example: window 2, no overflows, doubles on the third update") {
+TEST_CASE("window 2, no overflows: the scale doubles on the third update") {
   LossScaler s(dynamic(65536, 2, 1));
   CHECK(run(s, {false, false, false, false, false}) ==
         std::vector<double>{65536, 65536, 131072, 131072, 262144});

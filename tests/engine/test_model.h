@@ -92,6 +92,16 @@ struct CastNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(CastNet);
 
+// `registered` without the `.inner.` segments zero::Sharded adds: the test nets' only `inner`
+// children are the wrappers', so this is the name in the net built without wrappers. Spelled out
+// here rather than taken from zero::CleanNames, so that tests check that against it.
+inline std::string without_inner(std::string registered) {
+  for (size_t at = registered.find(".inner."); at != std::string::npos;
+       at = registered.find(".inner."))
+    registered.erase(at, 6);
+  return registered;
+}
+
 // Sample i of the data set of `seed`: deterministic, independent of how it is split.
 inline std::pair<torch::Tensor, torch::Tensor> samples(int64_t seed, int64_t first, int64_t count) {
   torch::Tensor x = torch::empty({count, kIn}), y = torch::empty({count});

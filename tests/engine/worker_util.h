@@ -91,6 +91,14 @@ inline double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
 using Params = std::vector<std::pair<std::string, torch::Tensor>>;  // Engine::full_parameters()
 
 // The largest rel_diff between the tensors of two parameter lists of one model, in fp32.
+// The same names, and every element of every parameter equal.
+inline bool bitwise_equal(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !torch::equal(a[i].second, b[i].second)) return false;
+  return true;
+}
+
 inline double max_rel_diff(const Params& a, const Params& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;

@@ -327,8 +327,13 @@ TEST_CASE("two zerorun invocations (--node_rank 0 and 1) form one 4-rank job", "
 }
 
 TEST_CASE("--launcher openmpi runs the job under mpirun", "[openmpi]") {
-  if (access("/usr/bin/mpirun", X_OK) != 0) {  // zerorun runs /usr/bin/mpirun by that path
-    zero::test_support::skip("mpirun not installed (scripts/setup.sh installs openmpi-bin)");
+  // zerorun starts `mpirun` through PATH (execvpe), so the test looks where it will.
+  bool found = false;
+  std::istringstream path(std::getenv("PATH") ? std::getenv("PATH") : "");
+  for (std::string dir; !found && std::getline(path, dir, ':');)
+    found = !dir.empty() && access((dir + "/mpirun").c_str(), X_OK) == 0;
+  if (!found) {
+    zero::test_support::skip("no mpirun on PATH (scripts/setup.sh installs openmpi-bin)");
     return;
   }
   TempDir t;

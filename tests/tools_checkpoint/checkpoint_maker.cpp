@@ -134,9 +134,7 @@ int make(const std::vector<std::string>& args) {
     std::set<std::string> plain;
     for (const auto& p : MakerNet(42, /*wrap=*/false)->named_parameters()) plain.insert(p.key());
     for (const auto& [registered, t] : truth) {
-      std::string name = registered;
-      for (size_t at = name.find(".inner."); at != std::string::npos; at = name.find(".inner."))
-        name.erase(at, 6);
+      const std::string name = without_inner(registered);
       expect(plain.count(name) > 0, name + " is not a name of the unwrapped net");
       add(name, t.detach().to(torch::kFloat));
     }

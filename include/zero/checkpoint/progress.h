@@ -22,7 +22,6 @@ class Progress {
 
   void advance(int64_t bytes);
   void finish();
-  int64_t done_bytes() const { return done_; }
   double seconds() const;
 
  private:

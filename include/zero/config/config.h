@@ -140,6 +140,14 @@ struct ZeroOptimizationConfig {
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;
   int64_t sub_group_size = 1000000000;
+  // load_from_fp32_weights: false makes load_checkpoint rebuild the fp32 masters from the
+  // 16-bit weights (the masters rounded to the job's 16-bit type), as DeepSpeed does; true loads
+  // the checkpoint's masters. No effect in fp32.
+  bool load_from_fp32_weights = true;
+  // ignore_unused_parameters: false makes the first step after a backward in which a trainable
+  // parameter got no gradient stop with an error naming it (DeepSpeed's check); true reduces its
+  // gradient as zeros.
+  bool ignore_unused_parameters = true;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
   // stage 3 (each also accepted without the stage3_ prefix, as DeepSpeed's aliases)

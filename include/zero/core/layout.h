@@ -82,11 +82,8 @@ class FlatLayout {
   std::vector<int64_t> bucket_counts(int bucket) const;
   // Where rank `rank`'s part of bucket `bucket` sits in its shard (empty when none).
   ShardRange bucket_shard_range(int bucket, int rank) const;
-  // Largest bucket, in elements (the staging buffer size).
-  int64_t max_bucket_numel() const;
-  // Sum of all groups' padded_numel / shard_numel.
+  // Sum of all groups' padded_numel.
   int64_t total_padded_numel() const;
-  int64_t total_shard_numel() const;
   // A hash of everything that must agree across ranks (names, sizes, dtypes, units, options).
   uint64_t hash() const;
   std::string describe() const;

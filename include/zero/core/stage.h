@@ -114,6 +114,9 @@ class Stage {
   virtual void publish_parameters() = 0;
   // Zeroes the accumulated gradients.
   virtual void zero_grad() = 0;
+  // The parameters (indices into layout().params()) whose gradient hook has not fired on this
+  // rank since the last zero_grad(): parameters the loss did not use.
+  virtual std::vector<int> params_without_grad() const = 0;
   virtual StageMemory memory() const = 0;
   // Offload: the optimizer copies each reduced part of the gradient shard to the host as soon
   // as it is final, overlapping the copies with the rest of backward.

@@ -42,7 +42,6 @@ class ShardedImpl : public torch::nn::Module {
   // Engine side: bind to a stage and a unit (nullptr detaches). Throws UsageError when
   // already bound to another live engine.
   void attach(Stage* stage, int unit);
-  bool attached() const { return stage_ != nullptr; }
   // Engine side: where the block adds the host time it waits for stage 3 gathers (nullptr:
   // nowhere), and its name in the flops profiler's module scopes (its name in the model).
   void observe(StepTimers* timers, const std::string& name);

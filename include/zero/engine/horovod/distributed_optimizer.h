@@ -36,8 +36,8 @@ struct DistributedOptions {
   // zero::initialize uses).
   std::shared_ptr<Communicator> comm;
 
-  // From a ds_config: reduce_bucket_size (elements, 4 bytes each), communication_data_type,
-  // gradient_accumulation_steps.
+  // From a ds_config: reduce_bucket_size (elements: 2 bytes each with communication_data_type
+  // or training in fp16/bf16, else 4), communication_data_type, gradient_accumulation_steps.
   static DistributedOptions from_config(const Config& config);
 };
 
