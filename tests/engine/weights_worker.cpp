@@ -137,11 +137,13 @@ gpt::Gpt make_gpt(int64_t seed, bool wrapped) {
   return model;
 }
 
-ParsedConfig gpt_config(int world) {
+// `extra_zero`: more zero_optimization keys (offload).
+ParsedConfig gpt_config(int world, const std::string& extra_zero = "") {
   return parse(R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
     "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
-                          "reduce_bucket_size": 3000, "stage3_prefetch_bucket_size": 3000}})",
+                          "reduce_bucket_size": 3000, "stage3_prefetch_bucket_size": 3000)" +
+                   extra_zero + "}}",
                world);
 }
 
@@ -214,19 +216,23 @@ void run_reload(const std::shared_ptr<Communicator>& comm) {
     EXPECT(torch::equal(eval_logits(plain), expected), file,
            ": the unwrapped GPT's logits differ from the trained one's");
   }
-  // The wrapped GPT after initialize at stage 3: through the engine, every rank its shards.
-  {
+  // The wrapped GPT after initialize at stage 3: through the engine, every rank its shards;
+  // also with the masters and the parameter shards offloaded to the host.
+  for (const std::string offload :
+       {"", R"(, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"})"}) {
+    const std::string name = offload.empty() ? "stage 3" : "stage 3 with cpu offload";
     gpt::Gpt model = make_gpt(77, /*wrapped=*/true);
-    Engine engine = initialize(model.ptr(), gpt_config(world), comm);
+    Engine engine = initialize(model.ptr(), gpt_config(world, offload), comm);
     const LoadedStateDict r = load_state_dict(*model, root + "/model.safetensors");
-    EXPECT(r.missing_keys.empty() && r.unexpected_keys.empty(), "engine: keys left over");
-    EXPECT(torch::equal(eval_logits(model), expected),
-           "stage 3 after initialize: logits differ from the trained model's");
+    EXPECT(r.missing_keys.empty() && r.unexpected_keys.empty(), name, ": keys left over");
+    EXPECT(torch::equal(eval_logits(model), expected), name,
+           " after initialize: logits differ from the trained model's");
     // It trains on from there (the masters hold the loaded values).
     const torch::Tensor t = tokens(5000 + rank, 2);
     engine.backward(model->loss(t.narrow(1, 0, 15), t.narrow(1, 1, 15)));
     engine.step();
-    EXPECT(!torch::equal(eval_logits(model), expected), "a step after the load changed nothing");
+    EXPECT(!torch::equal(eval_logits(model), expected), name,
+           ": a step after the load changed nothing");
   }
   // Files that do not fit: one tensor with another shape, one missing, one extra.
   std::vector<std::pair<std::string, torch::Tensor>> named;
