@@ -454,15 +454,16 @@ int run(const Options& o) {
                 !o.drop_caches ? "kept (--no_drop_caches)"
                 : dropped      ? "dropped (echo 3 > /proc/sys/vm/drop_caches)"
                                : ("not dropped: " + cache_note).c_str());
+    std::printf("checkpoint_bench: checkpoint %.3f GB\n", gb);
     std::printf(
-        "| ranks | stage | checkpoint GB | save s | save GB/s | raw write GB/s | save/raw %% "
-        "| load s | load GB/s | raw read GB/s | load/raw %% |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+        "| ranks | stage | save s | save GB/s | raw write GB/s | save/raw | load s | load GB/s "
+        "| raw read GB/s | load/raw |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     const double save_s = Runs::median(runs.save), raw_write_s = Runs::median(runs.raw_write);
     const double load_s = Runs::median(runs.load), raw_read_s = Runs::median(runs.raw_read);
     const double read_gb = static_cast<double>(total_read) / 1e9;
-    std::printf("| %d | %d | %.3f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.0f |\n",
-                world, o.stage, gb, save_s, gb / save_s, gb / raw_write_s,
+    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.2f | %.0f%% |\n",
+                world, o.stage, save_s, gb / save_s, gb / raw_write_s,
                 100 * raw_write_s / save_s, load_s, gb / load_s, read_gb / raw_read_s,
                 100 * (gb / load_s) / (read_gb / raw_read_s));
     std::printf(

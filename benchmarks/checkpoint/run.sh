@@ -36,15 +36,15 @@ for ranks in $RANKS; do
     PORT=$((PORT + 1))
     sed -i 's/^\[rank [0-9]*\] //' "$log"  # zerorun prefixes each line with its rank
     rows+=("$(grep -E '^\| [0-9]' "$log" | head -1)")
-    notes+=("ranks $ranks, stage $stage: $(grep -h 'checkpoint_bench: \(page cache\|every run\|peak RSS\)' "$log" |
+    notes+=("ranks $ranks, stage $stage: $(grep -h 'checkpoint_bench: \(checkpoint [0-9]\|page cache\|every run\|peak RSS\)' "$log" |
       sed 's/^checkpoint_bench: //' | paste -sd '\t' - | sed 's/\t/; /g')")
     # --profile: its block runs from "profile:" to the first "checkpoint_bench:" line.
     awk '/^profile:/ { p = 1 } /^checkpoint_bench:/ { p = 0 } p' "$log"
   done
 done
 echo
-echo "| ranks | stage | checkpoint GB | save s | save GB/s | raw write GB/s | save/raw % | load s | load GB/s | raw read GB/s | load/raw % |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| ranks | stage | save s | save GB/s | raw write GB/s | save/raw | load s | load GB/s | raw read GB/s | load/raw |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 printf -- '- %s\n' "${notes[@]}"

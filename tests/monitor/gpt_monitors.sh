@@ -19,11 +19,13 @@ c["csv_monitor"] = {"enabled": True, "output_path": sys.argv[2] + "/csv", "job_n
 c["tensorboard"] = {"enabled": True, "output_path": sys.argv[2] + "/tb", "job_name": "gpt"}
 print(json.dumps(c, indent=2))
 PY
+started_ns=$(date +%s%N)
 "$zerorun" --nproc_per_node 2 --master_port "$port" "$train" --deepspeed_config "$tmp/ds_config.json" \
   --steps $steps --n-layer 2 --d-model 64 --context 32 --json_summary > "$tmp/stdout" 2>&1 || { cat "$tmp/stdout"; exit 1; }
+wall_ms=$((($(date +%s%N) - started_ns) / 1000000))  # the job's wall time, measured outside it
 cat "$tmp/stdout"
 # 4 per micro batch x 2 accumulation x 2 ranks = 16 samples per step
-/usr/bin/python3 "$here/check_gpt_run.py" "$proto" "$tmp/csv/gpt" "$tmp/tb/gpt" "$tmp/stdout" $steps 16
+/usr/bin/python3 "$here/check_gpt_run.py" "$proto" "$tmp/csv/gpt" "$tmp/tb/gpt" "$tmp/stdout" $steps 16 "$wall_ms"
 
 command -v rsvg-convert >/dev/null || { echo "rsvg-convert missing (apt-get install librsvg2-bin)"; exit 1; }
 cp -r "$tmp/csv/gpt" "$tmp/csv/other"
