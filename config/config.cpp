@@ -216,8 +216,13 @@ void read_top_level(Section& root, Config& c) {
   if (const nlohmann::json* tp = root.get("tensor_parallel")) {
     Section t(ctx, tp, "tensor_parallel", Unknown::kWarn);
     int64_t size = 1;
-    if (t.read("autotp_size", size, 0, INT64_MAX) && size > 1) {
-      ctx.error("tensor_parallel.autotp_size", "not supported: tensor parallelism");
+    if (t.read("autotp_size", size, 0, INT32_MAX) && size > 1) {
+      if (c.world_size % size != 0)
+        ctx.error("tensor_parallel.autotp_size",
+                  "the tensor-parallel degree " + std::to_string(size) +
+                      " does not divide the world size " + std::to_string(c.world_size));
+      else
+        c.tensor_parallel_size = static_cast<int>(size);
     }
   }
   for (const Feature& f : kFeatures) {
@@ -295,7 +300,12 @@ void resolve_batch(Section& root, Config& c, int world) {
     std::ostringstream m;
     m << "batch sizes do not fit: train_batch_size (" << *tb
       << ") must equal train_micro_batch_size_per_gpu (" << *mb
-      << ") * gradient_accumulation_steps (" << *gas << ") * world_size (" << w << ")";
+      << ") * gradient_accumulation_steps (" << *gas << ") * "
+      << (c.tensor_parallel_size > 1 ? "data-parallel size" : "world_size") << " (" << w;
+    if (c.tensor_parallel_size > 1)
+      m << " = world_size " << c.world_size << " / tensor_parallel.autotp_size "
+        << c.tensor_parallel_size;
+    m << ")";
     if (overflow)
       m << ", which overflows 64 bits";
     else
@@ -347,7 +357,8 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
   read_monitors(root, c);
   read_activation_checkpointing(root, c.activation_checkpointing);
   read_top_level(root, c);
-  resolve_batch(root, c, options.world_size);
+  c.data_parallel_size = c.world_size / c.tensor_parallel_size;
+  resolve_batch(root, c, c.data_parallel_size);
   root.finish("the top level of the config");
 
   std::stable_sort(ctx.warnings.begin(), ctx.warnings.end(), by_line);

@@ -37,13 +37,13 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
   layout.params_ = params;
   layout.slots_.resize(params.size());
 
-  // Groups keyed by (unit, persistent, dtype), in order of first appearance.
-  std::map<std::tuple<int, bool, int>, int> group_of;
+  // Groups keyed by (unit, persistent, dtype, tensor split), in order of first appearance.
+  std::map<std::tuple<int, bool, int, bool>, int> group_of;
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamSpec& p = params[i];
     ZERO_CHECK(p.numel > 0, UsageError, "FlatLayout: parameter '", p.name, "' has ", p.numel,
                " elements; only non-empty parameters can be partitioned");
-    auto key = std::make_tuple(p.unit, p.persistent, static_cast<int>(p.dtype));
+    auto key = std::make_tuple(p.unit, p.persistent, static_cast<int>(p.dtype), p.tensor_split);
     auto it = group_of.find(key);
     if (it == group_of.end()) {
       it = group_of.emplace(key, static_cast<int>(layout.groups_.size())).first;
@@ -51,6 +51,7 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
       g.dtype = p.dtype;
       g.unit = p.unit;
       g.persistent = p.persistent;
+      g.tensor_split = p.tensor_split;
       layout.groups_.push_back(g);
     }
     layout.groups_[it->second].params.push_back(static_cast<int>(i));
@@ -136,6 +137,7 @@ uint64_t FlatLayout::hash() const {
     fnv(h, static_cast<int>(p.dtype));
     fnv(h, p.unit);
     fnv(h, p.persistent);
+    fnv(h, p.tensor_split);
   }
   return h;
 }
@@ -146,7 +148,8 @@ std::string FlatLayout::describe() const {
       << groups_.size() << " groups, " << buckets_.size() << " buckets)";
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
-    out << "\n  group " << gi << ": unit " << g.unit << (g.persistent ? " persistent" : "") << ", "
+    out << "\n  group " << gi << ": unit " << g.unit << (g.persistent ? " persistent" : "")
+        << (g.tensor_split ? " tensor-split" : "") << ", "
         << float_type_name(g.dtype) << ", " << g.params.size() << " params, used " << g.used_numel
         << ", padded " << g.padded_numel << ", shard " << g.shard_numel;
   }

@@ -201,19 +201,46 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,
                   std::shared_ptr<Communicator> comm) {
+  return detail::initialize_on(std::move(model), parsed, std::move(comm), nullptr);
+}
+
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,
+                  const ParallelGrid& grid) {
+  ZERO_CHECK(grid.world(), UsageError, "initialize: the grid has no world (use parallel_grid)");
+  return detail::initialize_on(std::move(model), parsed, grid.world(), &grid);
+}
+
+Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,
+                             std::shared_ptr<Communicator> comm, const ParallelGrid* grid) {
   ZERO_CHECK(model, UsageError, "initialize: no model");
   ZERO_CHECK(comm, UsageError, "initialize: no communicator");
   auto impl = std::make_unique<Engine::Impl>();
   impl->model = model;
   impl->config = parsed.config;
   impl->comm = comm;
+  // Checked on every rank alike, before any collective.
+  const std::unordered_set<const c10::TensorImpl*> split =
+      detail::check_tensor_parallel(*model, grid);
+  impl->data = grid ? grid->data_group() : comm;
+  impl->tensor_rank = grid ? grid->tensor_rank() : 0;
+  impl->tensor_size = grid ? grid->tensor_size() : 1;
   const Config& config = impl->config;
   const int rank = comm->rank();
+  const int data_size = impl->data->world_size();
   ZERO_CHECK(config.world_size == comm->world_size(), ConfigError,
-             "the config's batch sizes were "
-             "resolved for world_size ",
-             config.world_size, " but the job has ", comm->world_size(),
+             "the config's batch sizes were resolved for world_size ", config.world_size,
+             " but the job has ", comm->world_size(),
              " ranks; parse it with ConfigOptions::world_size = ", comm->world_size());
+  ZERO_CHECK(grid || config.tensor_parallel_size == 1, UsageError,
+             "initialize: tensor_parallel.autotp_size is ", config.tensor_parallel_size,
+             "; build the grid (zero::parallel_grid(config, world)), the model's zero::tp layers "
+             "on its tensor group, and pass it: zero::initialize(model, config, grid)");
+  ZERO_CHECK(!grid || config.tensor_parallel_size == grid->tensor_size(), ConfigError,
+             "the config's tensor_parallel.autotp_size is ", config.tensor_parallel_size,
+             " but the grid has ", grid ? grid->to_string() : "",
+             "; set autotp_size to the grid's tensor-parallel size");
+  ZERO_ASSERT(config.data_parallel_size == data_size, "data-parallel size ",
+              config.data_parallel_size, " vs the group's ", data_size);
   check_config(config);
   impl->observe_before_stage();
   CommsLog::CallerScope caller("initialize");
@@ -274,6 +301,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
     spec.name = it->first;
     spec.numel = it->second.numel();
     spec.dtype = float_type_of(it->second.scalar_type(), spec.name);
+    spec.tensor_split = split.count(it->second.unsafeGetTensorImpl()) > 0;
     if (stage == 3) {
       auto u = unit_of.find(it->second.unsafeGetTensorImpl());
       spec.unit = u == unit_of.end() ? 0 : u->second;
@@ -284,7 +312,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
     impl->names.push_back(it->first);
   }
   LayoutOptions lopts;
-  lopts.world_size = comm->world_size();
+  lopts.world_size = data_size;  // ZeRO shards over the data-parallel ranks only
   lopts.align_bytes = sopts.align_bytes;
   lopts.bucket_numel = sopts.reduce_bucket_numel;
   FlatLayout layout = FlatLayout::build(specs, lopts);
@@ -295,7 +323,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
       detail::open_swap_folders(config, *comm, ordered[0].second.device());
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
   impl->stage =
-      Stage::create(sopts, impl->params, std::move(layout), comm,
+      Stage::create(sopts, impl->params, std::move(layout), impl->data,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
@@ -400,13 +428,20 @@ void Engine::backward(const at::Tensor& loss) {
 }
 
 // CPU shards through the vectorized kernels (summed on the host); shards on a GPU summed there
-// and read back once, together with the all-reduce when the shards differ across ranks.
+// and read back once, together with the all-reduce when the shards differ across ranks. With
+// tensor parallelism every element is counted once over the world: a shard replicated over the
+// data group (stage 0) only on data rank 0, a group of replicated (not split) parameters only
+// on tensor rank 0; then one all-reduce over the world.
 double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards) const {
+  const bool replicated = stage->shards_replicated();
   double host_sum = 0;
   at::Tensor device_sum;  // double, on the shards' device
   for (const auto& sh : shards) {
     const at::Tensor& g = sh.grad;
     if (g.numel() == 0) continue;
+    if (tensor_size > 1 && ((replicated && data->rank() != 0) ||
+                            (!stage->layout().groups()[sh.group].tensor_split && tensor_rank != 0)))
+      continue;
     const bool cpu = g.is_cpu() && g.is_contiguous();
     if (cpu && g.scalar_type() == at::kFloat) {
       host_sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());
@@ -420,7 +455,7 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
       device_sum = device_sum.defined() ? device_sum + sq : sq;
     }
   }
-  if (stage->shards_replicated() || comm->world_size() == 1)
+  if ((replicated && tensor_size == 1) || comm->world_size() == 1)
     return std::sqrt(host_sum + (device_sum.defined() ? device_sum.item<double>() : 0.0));
   // The collectives take fp32 (a sum of squares of finite fp16 gradients fits easily).
   at::Tensor t = at::full({1}, host_sum,

@@ -2,6 +2,8 @@
 // step in engine.cpp, checkpoints in checkpoint_save.cpp / checkpoint_load.cpp).
 #pragma once
 
+#include <unordered_set>
+
 #include <zero/core/loss_scaler.h>
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
@@ -34,6 +36,17 @@ namespace detail {
 // Which engine trains which model (load_state_dict.cpp): initialize registers the finished
 // engine, ~Impl removes it; engine_of returns nullptr for a model no engine trains.
 void register_engine_model(Engine::Impl* impl);
+// initialize with the world `comm` and, for tensor parallelism, the grid built on it.
+Engine initialize_on(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,
+                     std::shared_ptr<Communicator> comm, const ParallelGrid* grid);
+// tensor_parallel.cpp: the parameters the model's zero::tp layers split over the tensor group
+// (each tensor rank holds another slice). Throws UsageError, on every rank alike and before any
+// collective, when a layer's group is not `grid`'s tensor group, when the model has split layers
+// but no grid was given, or when the grid has pipeline stages.
+std::unordered_set<const c10::TensorImpl*> check_tensor_parallel(const torch::nn::Module& model,
+                                                                 const ParallelGrid* grid);
+// UsageError naming `what` when the engine trains with tensor parallelism > 1.
+void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what);
 void unregister_engine_model(const Engine::Impl* impl);
 Engine::Impl* engine_of(const torch::nn::Module& model);
 }  // namespace detail
@@ -41,9 +54,12 @@ Engine::Impl* engine_of(const torch::nn::Module& model);
 struct Engine::Impl {
   std::shared_ptr<torch::nn::Module> model;
   Config config;
-  std::shared_ptr<Communicator> comm;
-  std::vector<at::Tensor> params;  // layout order
-  std::vector<std::string> names;  // layout order
+  std::shared_ptr<Communicator> comm;  // the world: rank-0 prints, agreement, file identity
+  // The data-parallel group ZeRO shards over: comm itself without tensor parallelism.
+  std::shared_ptr<Communicator> data;
+  int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
+  std::vector<at::Tensor> params;        // layout order
+  std::vector<std::string> names;        // layout order
   std::vector<ShardedImpl*> wrappers;
   std::unique_ptr<Stage> stage;
   std::unique_ptr<ShardOptimizer> optimizer;

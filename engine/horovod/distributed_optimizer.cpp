@@ -5,6 +5,7 @@
 #include <zero/config/config.h>
 #include <zero/core/stage.h>
 #include <zero/engine/horovod/distributed_optimizer.h>
+#include <zero/tp/layers.h>
 #include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 
@@ -70,6 +71,13 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<torch::optim::Optimiz
                                            torch::nn::Module& model, DistributedOptions options)
     : optimizer_(std::move(optimizer)), passes_per_step_(options.backward_passes_per_step) {
   ZERO_CHECK(optimizer_, UsageError, "DistributedOptimizer: no optimizer");
+  // It averages every gradient over the whole world, which would mix different slices.
+  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/true))
+    if (const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(item.value().get()))
+      ZERO_CHECK(!layer->tensor_group() || layer->tensor_group()->world_size() == 1, UsageError,
+                 "DistributedOptimizer: '", item.key(),
+                 "' is a tensor-parallel layer; use zero::initialize(model, config, grid), which "
+                 "reduces over the data-parallel group only");
   ZERO_CHECK(passes_per_step_ >= 1, UsageError,
              "DistributedOptimizer: backward_passes_per_step must be >= 1, got ", passes_per_step_);
   comm_ = options.comm ? options.comm : detail::communicator_for(model);

@@ -212,3 +212,32 @@ TEST_CASE("a monitor section without a client must be an object") {
   CHECK(mentions(find(d, "wandb"), "expected an object"));
   CHECK(parse(std::string("{") + kBatch + R"(, "comet": {"enabled": false}})").warnings.empty());
 }
+
+TEST_CASE(
+    "tensor_parallel.autotp_size: batch sizes per data-parallel rank, a divisor of the world") {
+  const std::string tp2 = R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3,
+                              "tensor_parallel": {"autotp_size": 2}})";
+  const Config c = parse(tp2, ws(4)).config;
+  CHECK(c.tensor_parallel_size == 2);
+  CHECK(c.data_parallel_size == 2);
+  CHECK(c.world_size == 4);
+  CHECK(c.train_batch_size == 2 * 3 * 2);  // DeepSpeed: micro x accumulation x data ranks
+  for (const char* none : {"0", "1"}) {
+    const Config d =
+        parse(std::string(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": )") + none +
+                  "}}",
+              ws(4))
+            .config;
+    CHECK(d.tensor_parallel_size == 1);
+    CHECK(d.data_parallel_size == 4);
+  }
+  CHECK(mentions(find(errors_of(tp2, ws(3)), "tensor_parallel.autotp_size"),
+                 "does not divide the world size 3"));
+  auto d = errors_of(R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+                         "gradient_accumulation_steps": 3, "tensor_parallel": {"autotp_size": 2}})",
+                     ws(4));
+  CHECK(mentions(find(d, "train_batch_size"),
+                 "* data-parallel size (2 = world_size 4 / tensor_parallel.autotp_size 2) = 12"));
+  // Written out, read back: the same degree.
+  CHECK(parse(zero::to_json_string(c), ws(4)).config.tensor_parallel_size == 2);
+}

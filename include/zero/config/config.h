@@ -221,8 +221,13 @@ struct ActivationCheckpointingConfig {
 };
 
 struct Config {
-  int world_size = 1;                          // the world size the batch sizes were resolved for
-  int64_t train_batch_size = 0;                // resolved: micro * accumulation * world_size
+  int world_size = 1;  // the world size the config was resolved for
+  // tensor_parallel.autotp_size (DeepSpeed's key; 0 and 1 mean none): the tensor-parallel degree
+  // of zero::parallel_grid. The batch sizes are per data-parallel rank, as DeepSpeed's:
+  // data_parallel_size = world_size / tensor_parallel_size.
+  int tensor_parallel_size = 1;
+  int data_parallel_size = 1;
+  int64_t train_batch_size = 0;                // resolved: micro * accumulation * data ranks
   int64_t train_micro_batch_size_per_gpu = 0;  // resolved
   int64_t gradient_accumulation_steps = 0;     // resolved
   Fp16Config fp16;

@@ -19,6 +19,10 @@ struct ParamSpec {
   FloatType dtype = FloatType::kFloat32;
   int unit = 0;             // sharding unit (stage 3: a wrapped block; 0 otherwise)
   bool persistent = false;  // stage 3: kept whole between uses (small parameters)
+  // Split over the tensor-parallel group (each tensor rank holds another slice); false: the same
+  // values on every tensor rank. The gradient norm counts a split group on every tensor rank, a
+  // replicated one once.
+  bool tensor_split = false;
 };
 
 struct LayoutOptions {
@@ -46,7 +50,8 @@ struct Group {
   FloatType dtype = FloatType::kFloat32;
   int unit = 0;
   bool persistent = false;
-  std::vector<int> params;   // indices into FlatLayout::params(), in buffer order
+  bool tensor_split = false;  // its parameters are tensor-parallel slices (ParamSpec)
+  std::vector<int> params;    // indices into FlatLayout::params(), in buffer order
   std::vector<int> buckets;  // indices into FlatLayout::buckets(), in buffer order
   int64_t used_numel = 0;    // end of the last parameter (alignment gaps included)
   int64_t padded_numel = 0;  // multiple of world_size * alignment

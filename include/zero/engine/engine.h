@@ -3,6 +3,7 @@
 #pragma once
 
 #include <zero/comm/communicator.h>
+#include <zero/comm/parallel_grid.h>
 #include <zero/comm/comms_log.h>
 #include <zero/config/config.h>
 #include <zero/engine/activation/activation_checkpointing.h>
@@ -183,5 +184,21 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 // As above on an explicit communicator (tests run many engines on one world).
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
                   std::shared_ptr<Communicator> comm);
+// Tensor parallelism: the model's zero::tp layers are built on grid.tensor_group(), and ZeRO
+// partitions, reduces and gathers over grid.data_group() only (each data group shares one
+// tensor rank, so every slice is sharded among the ranks that hold it). The config's batch sizes
+// are per data-parallel rank: parse it with ConfigOptions::world_size = grid.data_size().
+// Not yet with tensor parallelism > 1: pipeline stages > 1, checkpoints, save_16bit_model,
+// load_state_dict, zero::Init (each refused with a UsageError). full_parameters() returns each
+// rank's slice of a split parameter.
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
+                  const ParallelGrid& grid);
+
+// The grid a ds_config asks for: tensor_parallel.autotp_size tensor-parallel ranks, the rest
+// data-parallel (no pipeline stages yet). Collective over `world` (null: world_communicator()).
+// The config must have been resolved for world's size.
+ParallelGrid parallel_grid(const Config& config, std::shared_ptr<Communicator> world = nullptr);
+// The same from a ds_config file, over world_communicator(backend).
+ParallelGrid parallel_grid(const std::string& config_path, Backend backend = Backend::kGloo);
 
 }  // namespace zero

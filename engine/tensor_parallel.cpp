@@ -1,0 +1,68 @@
+// Tensor parallelism in the engine: which parameters the model's zero::tp layers split, the
+// checks that the model and the grid agree, and what is not built for it yet.
+#include "engine_impl.h"
+
+#include <zero/tp/layers.h>
+
+namespace zero::detail {
+
+std::unordered_set<const c10::TensorImpl*> check_tensor_parallel(const torch::nn::Module& model,
+                                                                 const ParallelGrid* grid) {
+  std::unordered_set<const c10::TensorImpl*> split;
+  if (grid) {
+    ZERO_CHECK(grid->pipeline_size() == 1, UsageError, "initialize: the grid (", grid->to_string(),
+               ") has pipeline stages; the engine does not run pipelines yet");
+  }
+  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(item.value().get());
+    if (!layer) continue;
+    const std::string name = item.key().empty() ? "the model" : "'" + item.key() + "'";
+    const int degree = layer->tensor_group() ? layer->tensor_group()->world_size() : 1;
+    ZERO_CHECK(grid || degree == 1, UsageError, "initialize: ", name,
+               " is a tensor-parallel layer over ", degree,
+               " ranks; pass the ParallelGrid it was built on: zero::initialize(model, config, "
+               "grid), so that ZeRO shards over the data-parallel group only");
+    ZERO_CHECK(!grid || layer->tensor_group() == grid->tensor_group(), UsageError,
+               "initialize: ", name,
+               " was built on another communicator than the grid's tensor group (",
+               grid ? grid->to_string() : "",
+               "); build the zero::tp layers on "
+               "grid.tensor_group()");
+    for (const at::Tensor& t : layer->split_parameters())
+      if (t.defined()) split.insert(t.unsafeGetTensorImpl());
+  }
+  return split;
+}
+
+}  // namespace zero::detail
+
+namespace zero {
+
+ParallelGrid parallel_grid(const Config& config, std::shared_ptr<Communicator> world) {
+  if (!world) world = world_communicator();
+  ZERO_CHECK(config.world_size == world->world_size(), ConfigError,
+             "parallel_grid: the config was resolved for world_size ", config.world_size,
+             " but the world has ", world->world_size(), " ranks");
+  GridSizes sizes;
+  sizes.tensor = config.tensor_parallel_size;
+  return parallel_grid(std::move(world), sizes);
+}
+
+ParallelGrid parallel_grid(const std::string& config_path, Backend backend) {
+  std::shared_ptr<Communicator> world = world_communicator(backend);
+  ConfigOptions options;
+  options.world_size = world->world_size();
+  return parallel_grid(parse_config_file(config_path, options).config, std::move(world));
+}
+
+}  // namespace zero
+
+namespace zero::detail {
+
+void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what) {
+  ZERO_CHECK(s.tensor_size == 1, UsageError, what, ": not yet with tensor parallelism (",
+             s.tensor_size, " tensor-parallel ranks); the checkpoint format does not record ",
+             "slices yet");
+}
+
+}  // namespace zero::detail

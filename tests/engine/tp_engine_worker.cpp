@@ -1,0 +1,205 @@
+// The engine with tensor parallelism, started by zerorun: ZeRO stages 0-3 over the data group of
+// a dp x tp grid, on a residual MLP of zero::tp Column/Row layers (a frozen input layer, a
+// replicated LayerNorm and head, blocks in zero::Sharded), against one plain LibTorch process
+// on the global batch with the same model built from torch::nn::Linear:
+//  --suite tp2 / tp4: every step's gradient norm (which counts replicated parameters once) and
+//                     the parameters after training (each rank's slices) to 1e-5;
+//  --suite baduse:    what is refused, on every rank, before any collective.
+#include "worker_util.h"
+
+#include <zero/comm/parallel_grid.h>
+#include <zero/tp/layers.h>
+
+using namespace zero;
+using namespace zero::test;
+
+namespace {
+
+constexpr int kHidden = 32;  // divisible by 1, 2 and 4
+
+// x + Row(gelu(Column(x))) with zero::tp layers on `group`, or with plain Linear layers (null).
+struct TpBlockImpl : torch::nn::Module {
+  torch::nn::Linear col_plain{nullptr}, row_plain{nullptr};
+  tp::ColumnParallelLinear col{nullptr};
+  tp::RowParallelLinear row{nullptr};
+  explicit TpBlockImpl(const std::shared_ptr<Communicator>& group) {
+    if (group) {
+      col = register_module(
+          "col", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(kWidth, kHidden), group));
+      row = register_module(
+          "row", tp::RowParallelLinear(tp::RowParallelLinearOptions(kHidden, kWidth), group));
+    } else {
+      col_plain = register_module("col", torch::nn::Linear(kWidth, kHidden));
+      row_plain = register_module("row", torch::nn::Linear(kHidden, kWidth));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (col) return x + row(torch::gelu(col(x)));
+    return x + row_plain(torch::gelu(col_plain(x)));
+  }
+};
+TORCH_MODULE(TpBlock);
+
+// frozen Linear(127, 24) -> LayerNorm -> 2 blocks (each in zero::Sharded) -> head Linear(24, 1).
+// The tp layers draw what the plain ones draw, so one seed gives one model at every degree.
+struct TpNetImpl : torch::nn::Module {
+  torch::nn::Linear input{nullptr}, head{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::ModuleList blocks;
+  TpNetImpl(int64_t seed, const std::shared_ptr<Communicator>& group) {
+    torch::manual_seed(seed);
+    input = register_module("input", torch::nn::Linear(kIn, kWidth));
+    for (auto& p : input->parameters()) p.set_requires_grad(false);
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int i = 0; i < 2; ++i) blocks->push_back(zero::Sharded(TpBlock(group)));
+    head = register_module("head", torch::nn::Linear(kWidth, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = norm(torch::tanh(input(x)));
+    for (auto& b : *blocks) h = b->as<zero::ShardedImpl>()->forward(h);
+    return head(h).squeeze(-1);
+  }
+};
+TORCH_MODULE(TpNet);
+
+// This tensor rank's slice of the whole (reference) parameter `name`, as the tp layers split it.
+torch::Tensor slice_of(const std::string& name, const torch::Tensor& whole, int rank, int parts) {
+  auto ends = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends("col.weight") || ends("col.bias"))
+    return whole.narrow(0, rank * (whole.size(0) / parts), whole.size(0) / parts);
+  if (ends("row.weight"))
+    return whole.narrow(1, rank * (whole.size(1) / parts), whole.size(1) / parts);
+  return whole;
+}
+
+// Trains the plain model on the whole global batch; returns its parameters and each step's
+// gradient norm (before clipping, as DeepSpeed and clip_grad_norm_ report it).
+std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> plain_reference(
+    const Case& c, int dp, const Config& config) {
+  TpNet net(42, nullptr);
+  std::vector<torch::Tensor> params;
+  for (auto& p : net->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  torch::optim::AdamW opt(
+      params, torch::optim::AdamWOptions(0.01).betas({0.8, c.beta2}).eps(1e-3).weight_decay(0.05));
+  auto schedule = LrSchedule::create(config.scheduler, config.optimizer.lr);
+  const int64_t global = c.micro * c.gas * dp;
+  std::vector<double> norms;
+  for (int step = 0; step < c.steps; ++step) {
+    for (auto& g : opt.param_groups()) g.options().set_lr(schedule->lr_at(step));
+    opt.zero_grad();
+    auto [x, y] = samples(7, step * global, global);
+    torch::mse_loss(net->forward(x), y).backward();
+    norms.push_back(torch::nn::utils::clip_grad_norm_(params, c.clip > 0 ? c.clip : 1e30));
+    opt.step();
+  }
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : net->named_parameters()) out[item.key()] = item.value().detach().clone();
+  return {out, norms};
+}
+
+void golden(const std::shared_ptr<Communicator>& world, int tp) {
+  if (world->world_size() % tp != 0) {
+    if (world->rank() == 0)
+      std::printf("tp %d does not divide world %d: nothing to run\n", tp, world->world_size());
+    return;
+  }
+  const int w = world->world_size();
+  for (int stage = 0; stage <= 3; ++stage) {
+    Case c;
+    c.stage = stage;
+    c.gas = 2;
+    c.micro = 1;
+    c.clip = 0.05;
+    c.steps = 4;
+    c.extra_top = zero::detail::str(R"(, "tensor_parallel": {"autotp_size": )", tp, "}");
+    const ParsedConfig parsed = parse(config_json(c, w), w);  // batch sizes per data rank
+    const ParallelGrid grid = parallel_grid(parsed.config, world);
+    const int dp = grid.data_size(), d = grid.data_rank(), t = grid.tensor_rank();
+    EXPECT(parsed.config.train_batch_size == c.micro * c.gas * dp, "train_batch_size ",
+           parsed.config.train_batch_size, " at tp ", tp, " x dp ", dp);
+    TpNet net(42, grid.tensor_group());
+    Engine engine = initialize(net.ptr(), parsed, grid);
+    const auto [expected, norms] = plain_reference(c, dp, parsed.config);
+    const int64_t global = c.micro * c.gas * dp;
+    double worst_norm = 0;
+    for (int step = 0; step < c.steps; ++step) {
+      for (int m = 0; m < c.gas; ++m) {  // the tensor ranks of a data rank see the same samples
+        auto [x, y] = samples(7, step * global + (m * dp + d) * c.micro, c.micro);
+        engine.backward(torch::mse_loss(net->forward(x), y));
+        engine.step();
+      }
+      worst_norm =
+          std::max(worst_norm, std::abs(engine.last_grad_norm() - norms[step]) / norms[step]);
+    }
+    EXPECT(worst_norm <= 1e-5, "tp ", tp, " stage ", stage, ": gradient norm differs from the ",
+           "plain model's by ", worst_norm, " (relative)");
+    double worst = 0;
+    for (const auto& [name, got] : engine.full_parameters()) {
+      const std::string& plain = name;  // both nets wrap their blocks in zero::Sharded
+      EXPECT(expected.count(plain), "no reference for ", name);
+      if (!expected.count(plain)) continue;
+      worst = std::max(worst, rel_diff(got, slice_of(plain, expected.at(plain), t, tp)));
+    }
+    EXPECT(worst <= 1e-5, "tp ", tp, " stage ", stage, ": parameters differ from the plain ",
+           "model's by ", worst);
+    if (world->rank() == 0)
+      std::printf("tp %d x dp %d stage %d: max rel diff %.3g, gradient norm %.3g\n", tp, dp, stage,
+                  worst, worst_norm);
+  }
+}
+
+void baduse(const std::shared_ptr<Communicator>& world) {
+  const int w = world->world_size();
+  const int tp = w % 2 == 0 ? 2 : 1;
+  Case plain;
+  Case split = plain;
+  split.extra_top = zero::detail::str(R"(, "tensor_parallel": {"autotp_size": )", tp, "}");
+  const ParsedConfig parsed = parse(config_json(split, w), w);
+  const ParallelGrid grid = parallel_grid(parsed.config, world);
+  if (tp > 1) {
+    expect_throw<UsageError>("tp layers without the grid", "pass the ParallelGrid", [&] {
+      TpNet net(42, grid.tensor_group());
+      initialize(net.ptr(), parse(config_json(plain, w), w), world);
+    });
+    expect_throw<UsageError>("autotp_size without the grid", "build the grid", [&] {
+      Net net(42);
+      initialize(net.ptr(), parsed, world);
+    });
+    expect_throw<ConfigError>("autotp_size not the grid's", "autotp_size is 1 but the grid", [&] {
+      TpNet net(42, grid.tensor_group());
+      initialize(net.ptr(), parse(config_json(plain, w), w), grid);
+    });
+    expect_throw<ConfigError>("autotp_size not dividing the world", "does not divide", [&] {
+      Case odd = plain;
+      odd.extra_top = zero::detail::str(R"(, "tensor_parallel": {"autotp_size": )", w + 1, "}");
+      parse(config_json(odd, w), w);
+    });
+  }
+  std::vector<int> everyone(w);
+  for (int r = 0; r < w; ++r) everyone[r] = r;
+  const std::shared_ptr<Communicator> other = world->new_group(everyone);  // not the grid's
+  expect_throw<UsageError>("a layer on another group", "another communicator", [&] {
+    TpNet net(42, other);
+    initialize(net.ptr(), parsed, grid);
+  });
+  if (tp > 1) {
+    TpNet net(42, grid.tensor_group());
+    Engine engine = initialize(net.ptr(), parsed, grid);
+    expect_throw<UsageError>("checkpoint with tp", "not yet with tensor parallelism",
+                             [&] { engine.save_checkpoint("/nonexistent"); });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return worker_main(argc, argv,
+                     {{"tp2", [](const auto& comm) { golden(comm, 2); }},
+                      {"tp4", [](const auto& comm) { golden(comm, 4); }},
+                      {"baduse", baduse}});
+}
