@@ -9,6 +9,7 @@
 #include <zero/engine/init.h>
 #include <zero/core/float_type_torch.h>
 #include <zero/error.h>
+#include <zero/tp/layers.h>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -24,14 +25,18 @@ thread_local const Init* g_active = nullptr;
 Init::Init(const std::string& config_path) {
   ConfigOptions options;
   options.world_size = detect_rank_env().world_size;
-  setup(parse_config_file(config_path, options).config);
+  setup(parse_config_file(config_path, options).config, nullptr);
 }
 
 Init::Init(const ParsedConfig& config) {
-  setup(config.config);
+  setup(config.config, nullptr);
 }
 
-void Init::setup(const Config& c) {
+Init::Init(const ParsedConfig& config, const ParallelGrid& grid) {
+  setup(config.config, &grid);
+}
+
+void Init::setup(const Config& c, const ParallelGrid* grid) {
   ZERO_CHECK(g_active == nullptr, UsageError,
              "zero::Init: another zero::Init is alive on this thread; one scope at a time");
   ZERO_CHECK(c.zero_optimization.stage == 3, ConfigError,
@@ -41,8 +46,15 @@ void Init::setup(const Config& c) {
   ZERO_CHECK(env.world_size == c.world_size, ConfigError,
              "zero::Init: the config was resolved for ", c.world_size, " ranks but the job has ",
              env.world_size);
-  rank_ = env.rank;
-  world_ = env.world_size;
+  ZERO_CHECK(grid || c.tensor_parallel_size == 1, UsageError,
+             "zero::Init: tensor_parallel.autotp_size is ", c.tensor_parallel_size,
+             "; pass the grid the engine will get: zero::Init(config, grid)");
+  ZERO_CHECK(!grid || grid->tensor_size() == c.tensor_parallel_size, ConfigError,
+             "zero::Init: the config's tensor_parallel.autotp_size is ", c.tensor_parallel_size,
+             " but the grid has ", grid ? grid->to_string() : "");
+  // ZeRO shards over the data-parallel ranks only.
+  rank_ = grid ? grid->data_rank() : env.rank;
+  world_ = grid ? grid->data_size() : env.world_size;
   dtype_ = c.fp16.enabled ? at::kHalf : c.bf16.enabled ? at::kBFloat16 : at::kFloat;
   persistence_threshold_numel_ = c.zero_optimization.stage3_param_persistence_threshold;
   g_active = this;
@@ -69,6 +81,12 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
     for (at::Tensor& b : block.buffers(/*recurse=*/true))
       if (b.scalar_type() == at::kFloat) b.set_data(b.to(dtype_));
   }
+  // The engine keeps tensor-parallel slices in groups of their own (ParamSpec::tensor_split).
+  std::unordered_set<const c10::TensorImpl*> split;
+  for (const auto& m : block.modules(/*include_self=*/true))
+    if (const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(m.get()))
+      for (const at::Tensor& t : layer->split_parameters())
+        if (t.defined()) split.insert(t.unsafeGetTensorImpl());
   std::vector<ParamSpec> specs;
   std::vector<at::Tensor> ordered;  // layout order: reverse registration order
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
@@ -77,6 +95,7 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
     spec.dtype = float_type_of(it->scalar_type(), "a parameter built under zero::Init");
     spec.unit = 1;
     spec.persistent = spec.numel <= persistence_threshold_numel_;
+    spec.tensor_split = split.count(it->unsafeGetTensorImpl()) > 0;
     specs.push_back(spec);
     ordered.push_back(*it);
   }

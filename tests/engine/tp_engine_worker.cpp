@@ -7,7 +7,10 @@
 //  --suite baduse:    what is refused, on every rank, before any collective.
 #include "worker_util.h"
 
+#include <optional>
+
 #include <zero/comm/parallel_grid.h>
+#include <zero/engine/init.h>
 #include <zero/tp/layers.h>
 
 using namespace zero;
@@ -102,14 +105,15 @@ std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> plain_refer
   return {out, norms};
 }
 
-void golden(const std::shared_ptr<Communicator>& world, int tp) {
+// `with_init`: stage 3 only, the blocks partitioned by zero::Init(config, grid) as they are built.
+void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init = false) {
   if (world->world_size() % tp != 0) {
     if (world->rank() == 0)
       std::printf("tp %d does not divide world %d: nothing to run\n", tp, world->world_size());
     return;
   }
   const int w = world->world_size();
-  for (int stage = 0; stage <= 3; ++stage) {
+  for (int stage = with_init ? 3 : 0; stage <= 3; ++stage) {
     Case c;
     c.stage = stage;
     c.gas = 2;
@@ -122,7 +126,14 @@ void golden(const std::shared_ptr<Communicator>& world, int tp) {
     const int dp = grid.data_size(), d = grid.data_rank(), t = grid.tensor_rank();
     EXPECT(parsed.config.train_batch_size == c.micro * c.gas * dp, "train_batch_size ",
            parsed.config.train_batch_size, " at tp ", tp, " x dp ", dp);
+    std::optional<Init> init;
+    if (with_init) init.emplace(parsed, grid);
     TpNet net(42, grid.tensor_group());
+    if (with_init)  // partitioned as built: the blocks' slices hold no memory of their own
+      for (const auto& p : net->blocks[0]->parameters())  // (but the persistent: <= 30 elements)
+        EXPECT(p.numel() <= 30 || p.storage().nbytes() == 0,
+               "zero::Init left a block parameter of ", p.numel(), " elements whole");
+    init.reset();
     Engine engine = initialize(net.ptr(), parsed, grid);
     const auto [expected, norms] = plain_reference(c, dp, parsed.config);
     const int64_t global = c.micro * c.gas * dp;
@@ -148,8 +159,8 @@ void golden(const std::shared_ptr<Communicator>& world, int tp) {
     EXPECT(worst <= 1e-5, "tp ", tp, " stage ", stage, ": parameters differ from the plain ",
            "model's by ", worst);
     if (world->rank() == 0)
-      std::printf("tp %d x dp %d stage %d: max rel diff %.3g, gradient norm %.3g\n", tp, dp, stage,
-                  worst, worst_norm);
+      std::printf("tp %d x dp %d stage %d%s: max rel diff %.3g, gradient norm %.3g\n", tp, dp,
+                  stage, with_init ? " with zero::Init" : "", worst, worst_norm);
   }
 }
 
@@ -173,6 +184,11 @@ void baduse(const std::shared_ptr<Communicator>& world) {
     expect_throw<ConfigError>("autotp_size not the grid's", "autotp_size is 1 but the grid", [&] {
       TpNet net(42, grid.tensor_group());
       initialize(net.ptr(), parse(config_json(plain, w), w), grid);
+    });
+    expect_throw<UsageError>("zero::Init without the grid", "pass the grid the engine", [&] {
+      Case s3 = split;
+      s3.stage = 3;
+      Init init(parse(config_json(s3, w), w));
     });
     expect_throw<ConfigError>("autotp_size not dividing the world", "does not divide", [&] {
       Case odd = plain;
@@ -201,5 +217,6 @@ int main(int argc, char** argv) {
   return worker_main(argc, argv,
                      {{"tp2", [](const auto& comm) { golden(comm, 2); }},
                       {"tp4", [](const auto& comm) { golden(comm, 4); }},
+                      {"init", [](const auto& comm) { golden(comm, 2, /*with_init=*/true); }},
                       {"baduse", baduse}});
 }

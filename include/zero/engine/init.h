@@ -13,6 +13,7 @@
 // gathers them: run it only through the engine.
 #pragma once
 
+#include <zero/comm/parallel_grid.h>
 #include <zero/config/config.h>
 
 #include <ATen/core/Tensor.h>
@@ -33,6 +34,9 @@ class Init {
   // The config is resolved for the job's world size; zero_optimization.stage must be 3.
   explicit Init(const std::string& config_path);
   explicit Init(const ParsedConfig& config);
+  // Tensor parallelism: shards over grid.data_group(), as zero::initialize(model, config, grid)
+  // will (each tensor rank partitions its own slices).
+  Init(const ParsedConfig& config, const ParallelGrid& grid);
   ~Init();
   Init(const Init&) = delete;
   Init& operator=(const Init&) = delete;
@@ -48,7 +52,7 @@ class Init {
   int world_size() const { return world_; }
 
  private:
-  void setup(const Config& config);
+  void setup(const Config& config, const ParallelGrid* grid);
 
   int rank_ = 0;
   int world_ = 1;
