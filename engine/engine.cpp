@@ -372,11 +372,13 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   detail::register_engine_model(impl.get());  // zero::load_state_dict(model, ...) finds it
   Engine engine(std::move(impl));
   if (rank == 0) {
+    const std::string ranks = grid && grid->tensor_size() > 1
+                                  ? detail::str("the data group of ", grid->to_string())
+                                  : detail::str(comm->world_size(), " ranks");
     spdlog::info(
-        "[rank 0] ZeRO stage {} on {} ranks: {} trainable parameters ({} elements "
-        "padded), optimizer {}{}, {}",
-        stage, comm->world_size(), specs.size(), padded_numel, optimizer_type, states_at,
-        precision);
+        "[rank 0] ZeRO stage {} on {}: {} trainable parameters ({} elements padded), "
+        "optimizer {}{}, {}",
+        stage, ranks, specs.size(), padded_numel, optimizer_type, states_at, precision);
     spdlog::info("[rank 0] memory: {}", engine.memory_report().to_string());
   }
   return engine;
@@ -565,6 +567,12 @@ int Engine::rank() const {
 }
 int Engine::world_size() const {
   return impl_->comm->world_size();
+}
+int Engine::data_parallel_size() const {
+  return impl_->data->world_size();
+}
+int Engine::tensor_parallel_size() const {
+  return impl_->tensor_size;
 }
 int Engine::stage() const {
   return impl_->stage->stage();

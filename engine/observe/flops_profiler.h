@@ -74,7 +74,8 @@ class FlopsProfiler {
 struct FlopsReportInfo {
   int64_t step = 0;
   int world_size = 1;
-  int64_t micro_batch = 0;  // samples per rank per forward
+  int data_parallel_size = 1;  // world / tensor-parallel degree: the ranks that see other samples
+  int64_t micro_batch = 0;     // samples per rank per forward
   int64_t params = 0;       // trainable parameters of the model
   double bwd_ms = 0;        // backward of the profiled step (engine timers)
   double step_ms = 0;       // optimizer step of the profiled step

@@ -69,7 +69,7 @@ std::string flops_report(const FlopsProfiler& p, const FlopsReportInfo& info) {
       "fwd latency (the program's forward, seen by the engine), bwd latency, step (weights\n"
       "update latency), iter latency (the whole step)\n\n";
   row(out, "world size", std::to_string(info.world_size));
-  row(out, "data parallel size", std::to_string(info.world_size));
+  row(out, "data parallel size", std::to_string(info.data_parallel_size));
   row(out, "batch size per GPU", std::to_string(info.micro_batch));
   row(out, "params per GPU", units(static_cast<double>(info.params), ""));
   row(out, "fwd MACs per GPU", units(static_cast<double>(total.macs), "MACs"));
@@ -90,7 +90,7 @@ std::string flops_report(const FlopsProfiler& p, const FlopsReportInfo& info) {
         flops_per_s((1 + bwd_factor) * flops, info.iter_ms));
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f",
-                  static_cast<double>(info.micro_batch * info.world_size) / (info.iter_ms / 1000));
+                  static_cast<double>(info.micro_batch * info.data_parallel_size) / (info.iter_ms / 1000));
     row(out, "samples/second", buf);
   }
 

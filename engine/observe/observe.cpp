@@ -85,9 +85,13 @@ void Engine::Impl::after_backward() {
   timers.leave(TimerPart::kBwd);
 }
 
+// The program's flops are the whole model's: a step's share per rank divides by every rank. The
+// profiler measures this rank's own forward, which with tensor parallelism is already its share
+// of each sample: divide by the data-parallel ranks only.
 double Engine::Impl::flops_per_step_per_rank() const {
-  const double per_sample = flops_per_sample > 0 ? flops_per_sample : measured_flops_per_sample;
-  return per_sample * static_cast<double>(config.train_batch_size) / comm->world_size();
+  const double batch = static_cast<double>(config.train_batch_size);
+  if (flops_per_sample > 0) return flops_per_sample * batch / comm->world_size();
+  return measured_flops_per_sample * batch / data->world_size();
 }
 
 // After each optimizer step (skipped ones too): close the step's timers, write the events,
@@ -114,6 +118,7 @@ void Engine::Impl::after_optimizer_step() {
     FlopsReportInfo info;
     info.step = fp.profile_step;
     info.world_size = comm->world_size();
+    info.data_parallel_size = data->world_size();
     info.micro_batch = config.train_micro_batch_size_per_gpu;
     for (const at::Tensor& p : params) info.params += p.numel();
     info.bwd_ms = timers.last(TimerPart::kBwd);

@@ -135,6 +135,10 @@ void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init =
                "zero::Init left a block parameter of ", p.numel(), " elements whole");
     init.reset();
     Engine engine = initialize(net.ptr(), parsed, grid);
+    EXPECT(engine.data_parallel_size() == dp && engine.tensor_parallel_size() == tp &&
+               engine.world_size() == w,
+           "the engine's sizes: dp ", engine.data_parallel_size(), ", tp ",
+           engine.tensor_parallel_size(), ", world ", engine.world_size());
     const auto [expected, norms] = plain_reference(c, dp, parsed.config);
     const int64_t global = c.micro * c.gas * dp;
     double worst_norm = 0;

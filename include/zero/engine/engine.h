@@ -112,6 +112,8 @@ class Engine {
   double last_grad_norm() const;  // global L2 norm before clipping at the last optimizer step
   int rank() const;
   int world_size() const;
+  int data_parallel_size() const;    // the ranks ZeRO shards over: world / tensor-parallel degree
+  int tensor_parallel_size() const;  // the grid's tensor-parallel degree; 1 without a grid
   int stage() const;
   const Config& config() const;
   MemoryReport memory_report() const;
