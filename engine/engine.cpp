@@ -219,9 +219,10 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   impl->config = parsed.config;
   impl->comm = comm;
   // Checked on every rank alike, before any collective.
-  const std::unordered_set<const c10::TensorImpl*> split =
-      detail::check_tensor_parallel(*model, grid);
+  impl->split_dims = detail::check_tensor_parallel(*model, grid);
+  const detail::SplitDims& split = impl->split_dims;
   impl->data = grid ? grid->data_group() : comm;
+  impl->tensor = grid ? grid->tensor_group() : nullptr;
   impl->tensor_rank = grid ? grid->tensor_rank() : 0;
   impl->tensor_size = grid ? grid->tensor_size() : 1;
   const Config& config = impl->config;
@@ -589,8 +590,14 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
   Impl& s = *impl_;
   s.stage->gather_all();
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (size_t i = 0; i < s.params.size(); ++i)
-    out.emplace_back(s.names[i], s.params[i].detach().clone());
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const auto split = s.split_dims.find(s.params[i].unsafeGetTensorImpl());
+    // Every tensor rank gathers its slices in the same (layout) order.
+    out.emplace_back(s.names[i], split == s.split_dims.end() || s.tensor_size == 1
+                                     ? s.params[i].detach().clone()
+                                     : detail::whole_of_slices(*s.tensor, s.params[i],
+                                                               split->second));
+  }
   s.stage->release_all();
   return out;
 }

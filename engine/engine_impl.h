@@ -2,6 +2,7 @@
 // step in engine.cpp, checkpoints in checkpoint_save.cpp / checkpoint_load.cpp).
 #pragma once
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include <zero/core/loss_scaler.h>
@@ -43,8 +44,11 @@ Engine initialize_on(std::shared_ptr<torch::nn::Module> model, const ParsedConfi
 // (each tensor rank holds another slice). Throws UsageError, on every rank alike and before any
 // collective, when a layer's group is not `grid`'s tensor group, when the model has split layers
 // but no grid was given, or when the grid has pipeline stages.
-std::unordered_set<const c10::TensorImpl*> check_tensor_parallel(const torch::nn::Module& model,
-                                                                 const ParallelGrid* grid);
+using SplitDims = std::unordered_map<const c10::TensorImpl*, int64_t>;  // parameter -> split dim
+SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
+// `slice` of a parameter split along `dim` over `tensor_group`: the whole tensor, assembled from
+// every tensor rank's slice. Collective over the group.
+at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, int64_t dim);
 // UsageError naming `what` when the engine trains with tensor parallelism > 1.
 void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what);
 void unregister_engine_model(const Engine::Impl* impl);
@@ -58,6 +62,8 @@ struct Engine::Impl {
   // The data-parallel group ZeRO shards over: comm itself without tensor parallelism.
   std::shared_ptr<Communicator> data;
   int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
+  std::shared_ptr<Communicator> tensor;   // the tensor-parallel group (null without a grid)
+  detail::SplitDims split_dims;           // the parameters the tensor group splits, and along what
   std::vector<at::Tensor> params;        // layout order
   std::vector<std::string> names;        // layout order
   std::vector<ShardedImpl*> wrappers;

@@ -85,8 +85,8 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
   std::unordered_set<const c10::TensorImpl*> split;
   for (const auto& m : block.modules(/*include_self=*/true))
     if (const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(m.get()))
-      for (const at::Tensor& t : layer->split_parameters())
-        if (t.defined()) split.insert(t.unsafeGetTensorImpl());
+      for (const tp::SplitParameter& s : layer->split_parameters())
+        if (s.tensor.defined()) split.insert(s.tensor.unsafeGetTensorImpl());
   std::vector<ParamSpec> specs;
   std::vector<at::Tensor> ordered;  // layout order: reverse registration order
   for (auto it = params.rbegin(); it != params.rend(); ++it) {

@@ -6,9 +6,8 @@
 
 namespace zero::detail {
 
-std::unordered_set<const c10::TensorImpl*> check_tensor_parallel(const torch::nn::Module& model,
-                                                                 const ParallelGrid* grid) {
-  std::unordered_set<const c10::TensorImpl*> split;
+SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid) {
+  SplitDims split;
   if (grid) {
     ZERO_CHECK(grid->pipeline_size() == 1, UsageError, "initialize: the grid (", grid->to_string(),
                ") has pipeline stages; the engine does not run pipelines yet");
@@ -28,10 +27,23 @@ std::unordered_set<const c10::TensorImpl*> check_tensor_parallel(const torch::nn
                grid ? grid->to_string() : "",
                "); build the zero::tp layers on "
                "grid.tensor_group()");
-    for (const at::Tensor& t : layer->split_parameters())
-      if (t.defined()) split.insert(t.unsafeGetTensorImpl());
+    for (const tp::SplitParameter& s : layer->split_parameters())
+      if (s.tensor.defined()) split.emplace(s.tensor.unsafeGetTensorImpl(), s.dim);
   }
   return split;
+}
+
+at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, int64_t dim) {
+  const int64_t parts = tensor_group.world_size();
+  const at::Tensor local = slice.detach().contiguous();
+  std::vector<int64_t> stacked_sizes{parts};
+  stacked_sizes.insert(stacked_sizes.end(), local.sizes().begin(), local.sizes().end());
+  at::Tensor stacked = at::empty(stacked_sizes, local.options());
+  tensor_group.all_gather(local, stacked)->wait();
+  // [T, ..., s_dim, ...] -> [..., T, s_dim, ...] -> [..., T * s_dim, ...]: rank r's part r-th.
+  std::vector<int64_t> whole_sizes(local.sizes().begin(), local.sizes().end());
+  whole_sizes[dim] *= parts;
+  return stacked.movedim(0, dim).reshape(whole_sizes);
 }
 
 }  // namespace zero::detail

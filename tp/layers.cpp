@@ -48,9 +48,9 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& x) {
   return options.gather_output() ? gather_from_tensor_region(y, group_) : y;
 }
 
-std::vector<at::Tensor> ColumnParallelLinearImpl::split_parameters() const {
-  if (bias.defined()) return {weight, bias};
-  return {weight};
+std::vector<SplitParameter> ColumnParallelLinearImpl::split_parameters() const {
+  if (bias.defined()) return {{weight, 0}, {bias, 0}};
+  return {{weight, 0}};
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
@@ -71,8 +71,8 @@ at::Tensor RowParallelLinearImpl::forward(const at::Tensor& x) {
   return bias.defined() ? y + bias : y;
 }
 
-std::vector<at::Tensor> RowParallelLinearImpl::split_parameters() const {
-  return {weight};
+std::vector<SplitParameter> RowParallelLinearImpl::split_parameters() const {
+  return {{weight, 1}};  // [out, in / T]; the bias is replicated
 }
 
 VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t num, int64_t dim,

@@ -253,7 +253,6 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
 
 bool Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
   Impl& s = *impl_;
-  detail::refuse_tensor_parallel(s, "save_16bit_model");
   ZERO_CHECK(ckpt::is_safe_component(file_name), UsageError, "save_16bit_model: file name '",
              file_name, "' must be a plain file name");
   const ZeroOptimizationConfig& z = s.config.zero_optimization;

@@ -3,14 +3,19 @@
 // replicated LayerNorm and head, blocks in zero::Sharded), against one plain LibTorch process
 // on the global batch with the same model built from torch::nn::Linear:
 //  --suite tp2 / tp4: every step's gradient norm (which counts replicated parameters once) and
-//                     the parameters after training (each rank's slices) to 1e-5;
+//                     the parameters after training (full_parameters assembles the whole
+//                     tensors from the slices) to 1e-5; save_16bit_model's file, loaded into the
+//                     plain model, holds the same whole tensors;
 //  --suite baduse:    what is refused, on every rank, before any collective.
 #include "worker_util.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include <zero/comm/parallel_grid.h>
 #include <zero/engine/init.h>
+#include <zero/engine/load_state_dict.h>
 #include <zero/tp/layers.h>
 
 using namespace zero;
@@ -66,19 +71,6 @@ struct TpNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(TpNet);
 
-// This tensor rank's slice of the whole (reference) parameter `name`, as the tp layers split it.
-torch::Tensor slice_of(const std::string& name, const torch::Tensor& whole, int rank, int parts) {
-  auto ends = [&](const std::string& tail) {
-    return name.size() >= tail.size() &&
-           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (ends("col.weight") || ends("col.bias"))
-    return whole.narrow(0, rank * (whole.size(0) / parts), whole.size(0) / parts);
-  if (ends("row.weight"))
-    return whole.narrow(1, rank * (whole.size(1) / parts), whole.size(1) / parts);
-  return whole;
-}
-
 // Trains the plain model on the whole global batch; returns its parameters and each step's
 // gradient norm (before clipping, as DeepSpeed and clip_grad_norm_ report it).
 std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> plain_reference(
@@ -121,9 +113,12 @@ void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init =
     c.clip = 0.05;
     c.steps = 4;
     c.extra_top = zero::detail::str(R"(, "tensor_parallel": {"autotp_size": )", tp, "}");
-    const ParsedConfig parsed = parse(config_json(c, w), w);  // batch sizes per data rank
+    const ParsedConfig parsed = parse(  // batch sizes per data rank
+        config_json(c, w,
+                    stage == 3 ? R"(, "stage3_gather_16bit_weights_on_model_save": true)" : ""),
+        w);
     const ParallelGrid grid = parallel_grid(parsed.config, world);
-    const int dp = grid.data_size(), d = grid.data_rank(), t = grid.tensor_rank();
+    const int dp = grid.data_size(), d = grid.data_rank();
     EXPECT(parsed.config.train_batch_size == c.micro * c.gas * dp, "train_batch_size ",
            parsed.config.train_batch_size, " at tp ", tp, " x dp ", dp);
     std::optional<Init> init;
@@ -155,13 +150,25 @@ void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init =
            "plain model's by ", worst_norm, " (relative)");
     double worst = 0;
     for (const auto& [name, got] : engine.full_parameters()) {
-      const std::string& plain = name;  // both nets wrap their blocks in zero::Sharded
-      EXPECT(expected.count(plain), "no reference for ", name);
-      if (!expected.count(plain)) continue;
-      worst = std::max(worst, rel_diff(got, slice_of(plain, expected.at(plain), t, tp)));
+      EXPECT(expected.count(name), "no reference for ", name);  // both nets wrap in Sharded
+      if (expected.count(name)) worst = std::max(worst, rel_diff(got, expected.at(name)));
     }
     EXPECT(worst <= 1e-5, "tp ", tp, " stage ", stage, ": parameters differ from the plain ",
            "model's by ", worst);
+    // The same path on every rank (the job's port); rank 0 writes the whole tensors.
+    const std::string dir = zero::detail::str(std::filesystem::temp_directory_path().string(),
+                                              "/zero_tp16_", std::getenv("MASTER_PORT"));
+    EXPECT(engine.save_16bit_model(dir, "model.safetensors"), "save_16bit_model saved nothing");
+    if (world->rank() == 0) {
+      TpNet reloaded(7, nullptr);  // another seed: every value must come from the file
+      load_state_dict(*reloaded, dir + "/model.safetensors");  // strict: every name, once
+      double worst_file = 0;
+      for (const auto& item : reloaded->named_parameters())
+        worst_file = std::max(worst_file, rel_diff(item.value(), expected.at(item.key())));
+      EXPECT(worst_file <= 1e-5, "tp ", tp, " stage ", stage, ": save_16bit_model's file ",
+             "differs from the plain model by ", worst_file);
+      std::filesystem::remove_all(dir);
+    }
     if (world->rank() == 0)
       std::printf("tp %d x dp %d stage %d%s: max rel diff %.3g, gradient norm %.3g\n", tp, dp,
                   stage, with_init ? " with zero::Init" : "", worst, worst_norm);

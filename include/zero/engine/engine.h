@@ -139,8 +139,9 @@ class Engine {
   // comms_logger's records on this rank (nullptr when it is off).
   const CommsLog* comms_log() const;
 
-  // Collective: full copies of every trainable parameter (stage 3 gathers each block), keyed
-  // by the first name under which the model registers it.
+  // Collective: full copies of every trainable parameter (stage 3 gathers each block; a
+  // tensor-parallel slice is assembled whole over the tensor group), keyed by the first name
+  // under which the model registers it.
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
 
   // Checkpoints (docs/checkpoint.md). Collective: every rank calls them with the same arguments.
@@ -190,9 +191,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 // partitions, reduces and gathers over grid.data_group() only (each data group shares one
 // tensor rank, so every slice is sharded among the ranks that hold it). The config's batch sizes
 // are per data-parallel rank: parse it with ConfigOptions::world_size = grid.data_size().
-// Not yet with tensor parallelism > 1: pipeline stages > 1, checkpoints, save_16bit_model,
-// load_state_dict, zero::Init (each refused with a UsageError). full_parameters() returns each
-// rank's slice of a split parameter.
+// full_parameters() and save_16bit_model() assemble the whole tensors from the slices (the file
+// loads into the same model built without tensor parallelism). Not yet with tensor parallelism
+// > 1: pipeline stages > 1, checkpoints, load_state_dict (each refused with a UsageError).
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
                   const ParallelGrid& grid);
 

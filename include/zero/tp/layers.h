@@ -16,12 +16,20 @@
 
 namespace zero::tp {
 
+// One parameter split over the tensor-parallel group: rank r holds the r-th of T equal,
+// contiguous parts of the whole tensor along `dim`.
+struct SplitParameter {
+  at::Tensor tensor;
+  int64_t dim = 0;
+};
+
 // A module whose parameters are partly split over the tensor-parallel group: the engine sums
-// their squares over that group for the gradient norm (the replicated ones count once).
+// their squares over that group for the gradient norm (the replicated ones count once) and
+// assembles the whole tensors from the slices (full_parameters, save_16bit_model).
 class TensorParallelModule {
  public:
   virtual ~TensorParallelModule() = default;
-  virtual std::vector<at::Tensor> split_parameters() const = 0;
+  virtual std::vector<SplitParameter> split_parameters() const = 0;
   virtual const std::shared_ptr<Communicator>& tensor_group() const = 0;
 };
 
@@ -39,7 +47,7 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   ColumnParallelLinearImpl(const ColumnParallelLinearOptions& options,
                            std::shared_ptr<Communicator> group);
   at::Tensor forward(const at::Tensor& x);
-  std::vector<at::Tensor> split_parameters() const override;
+  std::vector<SplitParameter> split_parameters() const override;
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
 
   ColumnParallelLinearOptions options;
@@ -65,7 +73,7 @@ class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelMod
   RowParallelLinearImpl(const RowParallelLinearOptions& options,
                         std::shared_ptr<Communicator> group);
   at::Tensor forward(const at::Tensor& x);
-  std::vector<at::Tensor> split_parameters() const override;
+  std::vector<SplitParameter> split_parameters() const override;
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
 
   RowParallelLinearOptions options;
@@ -82,7 +90,7 @@ class VocabParallelEmbeddingImpl : public torch::nn::Module, public TensorParall
   VocabParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim,
                              std::shared_ptr<Communicator> group);
   at::Tensor forward(const at::Tensor& ids);
-  std::vector<at::Tensor> split_parameters() const override { return {weight}; }
+  std::vector<SplitParameter> split_parameters() const override { return {{weight, 0}}; }
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
 
   int64_t num_embeddings, embedding_dim, vocab_begin, vocab_end;
