@@ -3,6 +3,8 @@
 # in phases ordered by truth per second, each under its own time limit, and prints one table.
 # Built against the installed PyTorch's LibTorch plus the carried bundle (.gpu_deps/, made on
 # the dev machine by scripts/gpu_deps.sh). Budgets and the device call: docs/gpu.md.
+# Its run control (rows, phases, limits, the final table) is in gpu_check_run.sh, its
+# configure and build steps in gpu_check_build.sh; both are sourced.
 #
 #   0 probe     nvidia-smi, toolkit and torch versions, where the CUDA libraries live, torch's
 #               own CUDA and NCCL (all_reduce at world 1): "the machine works" apart from us
