@@ -44,11 +44,15 @@ Engine initialize_on(std::shared_ptr<torch::nn::Module> model, const ParsedConfi
 // (each tensor rank holds another slice). Throws UsageError, on every rank alike and before any
 // collective, when a layer's group is not `grid`'s tensor group, when the model has split layers
 // but no grid was given, or when the grid has pipeline stages.
-using SplitDims = std::unordered_map<const c10::TensorImpl*, int64_t>;  // parameter -> split dim
+struct SplitLayout {  // how a zero::tp layer splits a parameter (tp::SplitParameter)
+  int64_t dim = 0, stride = 1;
+};
+using SplitDims = std::unordered_map<const c10::TensorImpl*, SplitLayout>;
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
-// `slice` of a parameter split along `dim` over `tensor_group`: the whole tensor, assembled from
-// every tensor rank's slice. Collective over the group.
-at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, int64_t dim);
+// `slice` of a parameter split as `layout` says over `tensor_group`: the whole tensor, assembled
+// from every tensor rank's slice. Collective over the group.
+at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice,
+                           SplitLayout layout);
 // UsageError naming `what` when the engine trains with tensor parallelism > 1.
 void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what);
 void unregister_engine_model(const Engine::Impl* impl);

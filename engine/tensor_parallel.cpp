@@ -28,22 +28,27 @@ SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGr
                "); build the zero::tp layers on "
                "grid.tensor_group()");
     for (const tp::SplitParameter& s : layer->split_parameters())
-      if (s.tensor.defined()) split.emplace(s.tensor.unsafeGetTensorImpl(), s.dim);
+      if (s.tensor.defined()) split.emplace(s.tensor.unsafeGetTensorImpl(), SplitLayout{s.dim, s.stride});
   }
   return split;
 }
 
-at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, int64_t dim) {
-  const int64_t parts = tensor_group.world_size();
+at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice,
+                           SplitLayout layout) {
+  const int64_t parts = tensor_group.world_size(), dim = layout.dim;
   const at::Tensor local = slice.detach().contiguous();
   std::vector<int64_t> stacked_sizes{parts};
   stacked_sizes.insert(stacked_sizes.end(), local.sizes().begin(), local.sizes().end());
   at::Tensor stacked = at::empty(stacked_sizes, local.options());
   tensor_group.all_gather(local, stacked)->wait();
-  // [T, ..., s_dim, ...] -> [..., T, s_dim, ...] -> [..., T * s_dim, ...]: rank r's part r-th.
+  // [T, .., stride x c, ..] as [T, .., stride, c, ..] -> [.., stride, T, c, ..]: the whole's
+  // parts in order (part s x T + r is rank r's s-th block).
+  std::vector<int64_t> blocks(stacked_sizes);
+  blocks[dim + 1] = layout.stride;
+  blocks.insert(blocks.begin() + dim + 2, local.size(dim) / layout.stride);
   std::vector<int64_t> whole_sizes(local.sizes().begin(), local.sizes().end());
   whole_sizes[dim] *= parts;
-  return stacked.movedim(0, dim).reshape(whole_sizes);
+  return stacked.view(blocks).movedim(0, dim + 1).reshape(whole_sizes);
 }
 
 }  // namespace zero::detail

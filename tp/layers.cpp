@@ -26,31 +26,64 @@ int64_t part_of(int64_t whole, const Communicator& group, const char* layer, con
   return whole / t;
 }
 
-at::Tensor rows(const at::Tensor& whole, int64_t part, int rank) {
-  return whole.narrow(0, rank * part, part).detach().clone();
+}  // namespace
+
+at::Tensor slice_of_whole(const at::Tensor& whole, int64_t dim, int64_t stride, int rank,
+                          int parts) {
+  const int64_t chunk = whole.size(dim) / (stride * parts);
+  ZERO_CHECK(chunk * stride * parts == whole.size(dim), UsageError, "tensor parallelism: ",
+             "dimension ", dim, " of ", whole.sizes(), " is not divisible by stride ", stride,
+             " x ", parts, " ranks");
+  std::vector<at::Tensor> mine;
+  for (int64_t s = 0; s < stride; ++s)
+    mine.push_back(whole.narrow(dim, (s * parts + rank) * chunk, chunk));
+  return at::cat(mine, dim).detach().contiguous();
 }
 
-}  // namespace
+void init_from_whole(const SplitParameter& split, const Communicator& group,
+                     const std::function<void(at::Tensor&)>& fill) {
+  std::vector<int64_t> sizes(split.tensor.sizes().begin(), split.tensor.sizes().end());
+  sizes[split.dim] *= group.world_size();
+  at::Tensor whole = at::empty(sizes, split.tensor.options().device(at::kCPU));
+  fill(whole);
+  at::NoGradGuard no_grad;
+  split.tensor.copy_(
+      slice_of_whole(whole, split.dim, split.stride, group.rank(), group.world_size()));
+}
 
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOptions& o,
                                                    std::shared_ptr<Communicator> group)
     : options(o), group_(std::move(group)) {
   const Communicator& g = checked(group_, "ColumnParallelLinear");
-  const int64_t part = part_of(o.out_features(), g, "ColumnParallelLinear", "out_features");
+  ZERO_CHECK(o.stride() >= 1, UsageError, "ColumnParallelLinear: stride ", o.stride());
+  part_of(o.out_features(), g, "ColumnParallelLinear", "out_features");
+  ZERO_CHECK(o.out_features() % (o.stride() * g.world_size()) == 0, UsageError,
+             "ColumnParallelLinear: out_features (", o.out_features(),
+             ") is not divisible by stride ", o.stride(), " x the tensor-parallel size ",
+             g.world_size());
   torch::nn::Linear whole(
       torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
-  weight = register_parameter("weight", rows(whole->weight, part, g.rank()));
-  if (o.bias()) bias = register_parameter("bias", rows(whole->bias, part, g.rank()));
+  weight = register_parameter(
+      "weight", slice_of_whole(whole->weight, 0, o.stride(), g.rank(), g.world_size()));
+  if (o.bias())
+    bias = register_parameter(
+        "bias", slice_of_whole(whole->bias, 0, o.stride(), g.rank(), g.world_size()));
 }
 
 at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& x) {
   at::Tensor y = at::linear(copy_to_tensor_region(x, group_), weight, bias);
-  return options.gather_output() ? gather_from_tensor_region(y, group_) : y;
+  if (!options.gather_output()) return y;
+  y = gather_from_tensor_region(y, group_);  // [..., T x stride x c]: rank-major
+  if (options.stride() == 1) return y;
+  std::vector<int64_t> blocks(y.sizes().begin(), y.sizes().end() - 1);
+  const int64_t chunk = weight.size(0) / options.stride();
+  blocks.insert(blocks.end(), {group_->world_size(), options.stride(), chunk});
+  return y.view(blocks).transpose(-3, -2).reshape(y.sizes());  // stride-major, as the whole
 }
 
 std::vector<SplitParameter> ColumnParallelLinearImpl::split_parameters() const {
-  if (bias.defined()) return {{weight, 0}, {bias, 0}};
-  return {{weight, 0}};
+  if (bias.defined()) return {{weight, 0, options.stride()}, {bias, 0, options.stride()}};
+  return {{weight, 0, options.stride()}};
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
@@ -83,7 +116,8 @@ VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t num, int64_t dim,
   vocab_begin = g.rank() * part;
   vocab_end = vocab_begin + part;
   torch::nn::Embedding whole(num, dim);
-  weight = register_parameter("weight", rows(whole->weight, part, g.rank()));
+  weight = register_parameter("weight",
+                              slice_of_whole(whole->weight, 0, 1, g.rank(), g.world_size()));
 }
 
 at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& ids) {

@@ -175,6 +175,30 @@ void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init =
   }
 }
 
+// A fused QKV layer (stride 3) alone in the engine: full_parameters undoes the stride, giving
+// the whole layer the plain process builds under the same seed.
+void strided_whole(const std::shared_ptr<Communicator>& world, int tp) {
+  const int w = world->world_size();
+  if (w % tp != 0) return;
+  Case c;
+  c.extra_top = zero::detail::str(R"(, "tensor_parallel": {"autotp_size": )", tp, "}");
+  const ParsedConfig parsed = parse(config_json(c, w), w);
+  const ParallelGrid grid = parallel_grid(parsed.config, world);
+  torch::manual_seed(3);
+  torch::nn::Linear plain(kWidth, 3 * kWidth);
+  torch::manual_seed(3);
+  tp::ColumnParallelLinear qkv(tp::ColumnParallelLinearOptions(kWidth, 3 * kWidth).stride(3),
+                               grid.tensor_group());
+  Engine engine = initialize(qkv.ptr(), parsed, grid);
+  const auto whole = engine.full_parameters();
+  EXPECT(whole.size() == 2, whole.size(), " parameters");
+  for (const auto& [name, got] : whole) {
+    const torch::Tensor& want = name == "weight" ? plain->weight : plain->bias;
+    EXPECT(got.sizes() == want.sizes() && torch::equal(got, want), "tp ", tp, ": the strided ",
+           name, " assembled by full_parameters is not the plain layer's");
+  }
+}
+
 void baduse(const std::shared_ptr<Communicator>& world) {
   const int w = world->world_size();
   const int tp = w % 2 == 0 ? 2 : 1;
@@ -226,8 +250,16 @@ void baduse(const std::shared_ptr<Communicator>& world) {
 
 int main(int argc, char** argv) {
   return worker_main(argc, argv,
-                     {{"tp2", [](const auto& comm) { golden(comm, 2); }},
-                      {"tp4", [](const auto& comm) { golden(comm, 4); }},
+                     {{"tp2",
+                       [](const auto& comm) {
+                         strided_whole(comm, 2);
+                         golden(comm, 2);
+                       }},
+                      {"tp4",
+                       [](const auto& comm) {
+                         strided_whole(comm, 4);
+                         golden(comm, 4);
+                       }},
                       {"init", [](const auto& comm) { golden(comm, 2, /*with_init=*/true); }},
                       {"baduse", baduse}});
 }

@@ -80,6 +80,40 @@ void check_mlp(const std::shared_ptr<Communicator>& g) {
   expect_close(whole_in(h), b(h), "row layer with a whole input");
 }
 
+// A fused QKV (stride 3): rank r holds q, k and v's r-th parts, so its output is its heads'
+// q, k and v side by side; init_from_whole draws what normal_ on the whole weight draws.
+void check_strided(const std::shared_ptr<Communicator>& g) {
+  const int r = g->rank(), t = g->world_size();
+  const int64_t width = 8 * t;
+  at::manual_seed(77);
+  torch::nn::Linear qkv(width, 3 * width);
+  at::manual_seed(77);
+  tp::ColumnParallelLinear col(tp::ColumnParallelLinearOptions(width, 3 * width).stride(3), g);
+  auto blocks = [&](const at::Tensor& whole) {  // q_r, k_r, v_r along the last dimension
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& block : whole.split(width, -1)) parts.push_back(cols(block, r, t));
+    return at::cat(parts, -1);
+  };
+  expect(at::equal(col->weight, blocks(qkv->weight.t()).t()), "strided weight: q, k, v rows");
+  const at::Tensor x = at::randn({2, 3, width});
+  expect_close(col(x), blocks(qkv(x)), "strided forward: this rank's q, k and v columns");
+  at::manual_seed(77);
+  tp::ColumnParallelLinear gathered(
+      tp::ColumnParallelLinearOptions(width, 3 * width).stride(3).gather_output(true), g);
+  expect_close(gathered(x), qkv(x), "strided gather_output: the whole layer's output");
+  const auto split = col->split_parameters();
+  expect(split.size() == 2 && split[0].stride == 3 && split[0].dim == 0, "split stride 3, dim 0");
+  expect(at::equal(tp::slice_of_whole(qkv->weight, 0, 3, r, t), col->weight),
+         "slice_of_whole undoes the stride");
+
+  at::manual_seed(5);
+  const at::Tensor drawn = at::empty_like(qkv->weight).normal_(0.0, 0.02);
+  at::manual_seed(5);
+  tp::init_from_whole(split[0], *g, [](at::Tensor& w) { w.normal_(0.0, 0.02); });
+  expect(at::equal(col->weight, blocks(drawn.t()).t()),
+         "init_from_whole: the slice of the whole weight's draws");
+}
+
 void check_embedding_and_loss(const std::shared_ptr<Communicator>& g) {
   const int r = g->rank(), t = g->world_size();
   const int64_t vocab = 24, dim = 6;
@@ -140,6 +174,7 @@ int main(int argc, char** argv) {
     auto world = init_communicator(env);
     const ParallelGrid grid = parallel_grid(world, GridSizes{tp, 1});
     check_mlp(grid.tensor_group());
+    check_strided(grid.tensor_group());
     check_embedding_and_loss(grid.tensor_group());
     check_errors(grid.tensor_group());
     world->barrier()->wait();

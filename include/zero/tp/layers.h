@@ -11,17 +11,28 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 namespace zero::tp {
 
-// One parameter split over the tensor-parallel group: rank r holds the r-th of T equal,
-// contiguous parts of the whole tensor along `dim`.
+// One parameter split over the tensor-parallel group of T ranks: the whole tensor, cut along
+// `dim` into stride x T equal parts, of which rank r holds parts r, r + T, ... (in that order;
+// Megatron's stride: a fused QKV weight of stride 3 gives each rank its q, k and v rows).
 struct SplitParameter {
   at::Tensor tensor;
   int64_t dim = 0;
+  int64_t stride = 1;
 };
+
+// This rank's slice of `whole`, as a SplitParameter of `dim` and `stride` holds it.
+at::Tensor slice_of_whole(const at::Tensor& whole, int64_t dim, int64_t stride, int rank,
+                          int parts);
+// Fills `split.tensor` with this rank's slice of a whole tensor that `fill` initialises in place
+// (e.g. normal_): the draws the unsplit layer makes, so the values do not depend on T.
+void init_from_whole(const SplitParameter& split, const Communicator& group,
+                     const std::function<void(at::Tensor&)>& fill);
 
 // A module whose parameters are partly split over the tensor-parallel group: the engine sums
 // their squares over that group for the gradient norm (the replicated ones count once) and
@@ -40,6 +51,8 @@ struct ColumnParallelLinearOptions {
   TORCH_ARG(int64_t, out_features);  // the whole layer's; each rank holds out_features / T
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(bool, gather_output) = false;  // all-gather Y to the whole width
+  // Megatron's stride: the outputs are `stride` blocks (a fused QKV: 3) split each on its own.
+  TORCH_ARG(int64_t, stride) = 1;
 };
 
 class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallelModule {
@@ -51,7 +64,7 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
 
   ColumnParallelLinearOptions options;
-  at::Tensor weight;  // [out_features / T, in_features]
+  at::Tensor weight;  // [out_features / T, in_features]; with a stride, its blocks' slices
   at::Tensor bias;    // [out_features / T] (split with the columns)
 
  private:
