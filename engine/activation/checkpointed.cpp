@@ -3,6 +3,7 @@
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/error.h>
 #include <zero/offload/offload_optimizer.h>
+#include <zero/tp/random.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -29,10 +30,12 @@ void set_rng_state(at::Generator gen, const at::Tensor& state) {
   gen.set_state(state);
 }
 
-// The RNG states a forward starts from: the CPU's, and the CUDA device's when it runs there.
+// The RNG states a forward starts from: the CPU's, the CUDA device's when it runs there, and the
+// tensor-parallel tracker's (the split regions' dropout).
 struct RngStates {
   at::Tensor cpu, cuda;
   std::optional<at::Device> device;
+  tp::RngTracker::State tracker;
   static RngStates capture(const at::Device& device) {
     RngStates s;
     s.cpu = rng_state(at::detail::getDefaultCPUGenerator());
@@ -40,11 +43,13 @@ struct RngStates {
       s.device = device;
       s.cuda = rng_state(at::globalContext().defaultGenerator(device));
     }
+    s.tracker = tp::rng_tracker().state();
     return s;
   }
   void restore() const {
     set_rng_state(at::detail::getDefaultCPUGenerator(), cpu);
     if (device) set_rng_state(at::globalContext().defaultGenerator(*device), cuda);
+    tp::rng_tracker().set_state(tracker);
   }
 };
 

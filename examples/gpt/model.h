@@ -1,5 +1,9 @@
 // A small GPT in plain LibTorch: token embedding + learned positions, pre-norm transformer
 // blocks (causal multi-head self-attention, GELU MLP), final LayerNorm, head tied to the embedding.
+// With a tensor-parallel group of T ranks the matrices are split as Megatron splits them (QKV
+// column-parallel with stride 3, so each rank runs n_head / T heads; the attention output and
+// the MLP's second matrix row-parallel; the embedding and the tied head vocab-parallel, with the
+// vocab-parallel cross entropy), and the values are those of the unsplit model under the same seed.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +16,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <zero/tp/layers.h>
+
 namespace gpt {
 
 struct GptConfig {
@@ -21,6 +27,10 @@ struct GptConfig {
   int64_t n_head = 4;
   int64_t d_model = 64;
   double dropout = 0.0;  // GPT-2's places: embeddings, attention weights, both residual branches
+  // Tensor parallelism (null or one rank: none). n_head, d_model and vocab_size must divide by
+  // its size.
+  std::shared_ptr<zero::Communicator> tensor_group;
+  int tensor_size() const { return tensor_group ? tensor_group->world_size() : 1; }
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -29,9 +39,11 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, C] -> [B, T, C]
 
  private:
-  int64_t n_head_;
+  int64_t n_head_;  // on this rank
   double dropout_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+  zero::tp::ColumnParallelLinear qkv_tp_{nullptr};
+  zero::tp::RowParallelLinear proj_tp_{nullptr};
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -45,6 +57,8 @@ class BlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   CausalSelfAttention attn_{nullptr};
   torch::nn::Linear fc_{nullptr}, fc_proj_{nullptr};
+  zero::tp::ColumnParallelLinear fc_tp_{nullptr};
+  zero::tp::RowParallelLinear fc_proj_tp_{nullptr};
   double dropout_;
 };
 TORCH_MODULE(Block);
@@ -53,6 +67,8 @@ class GptImpl : public torch::nn::Module {
  public:
   explicit GptImpl(const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& tokens);  // int64 [B, T] -> logits [B, T, vocab]
+  // With tensor parallelism: this rank's vocabulary columns [B, T, vocab / T] (else forward).
+  torch::Tensor local_logits(const torch::Tensor& tokens);
   // Mean cross-entropy of predicting targets [B, T] from tokens [B, T].
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
 
@@ -65,6 +81,7 @@ class GptImpl : public torch::nn::Module {
  private:
   GptConfig config_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  zero::tp::VocabParallelEmbedding wte_tp_{nullptr};
   torch::nn::Sequential blocks_{nullptr};
   torch::nn::LayerNorm ln_f_{nullptr};
 };

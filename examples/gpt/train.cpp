@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include <zero/engine/load_state_dict.h>
 #include <zero/engine/sharded.h>
 #include <zero/error.h>
+#include <zero/tp/random.h>
 
 #include "data.h"
 #include "model.h"
@@ -36,6 +38,7 @@ constexpr const char* kUsage =
     "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
     "                 [--preset gpt2-small] [--n-layer L] [--n-head H] [--d-model D]\n"
     "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
+    "                 [--tp N]   (tensor-parallel degree: tensor_parallel.autotp_size)\n"
     "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
     "                 [--load_weights FILE]   (start from exported weights: zero checkpoint "
@@ -54,7 +57,7 @@ struct Options {
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
   int64_t sample = 0;                   // characters rank 0 prints after training
   double temperature = 0.8;             // of the sample; 0 = greedy
-  std::map<std::string, std::string> config_overrides;  // --set dotted.key=value
+  std::map<std::string, std::string> config_overrides;  // --set dotted.key=value; --tp
   gpt::GptConfig model;
 };
 
@@ -122,6 +125,8 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.model.context = number();
     else if (flag == "--preset")
       continue;  // applied above
+    else if (flag == "--tp")
+      o.config_overrides["tensor_parallel.autotp_size"] = std::to_string(number());
     else if (flag == "--set") {
       const size_t eq = value.find('=');
       ZERO_CHECK(eq != std::string::npos && eq > 0, zero::UsageError,
@@ -200,6 +205,26 @@ int train(int argc, char** argv) {
   const gpt::TextDataset data(tokenizer.encode(text), o.model.context, o.seed);
   o.model.vocab_size = tokenizer.vocab_size();
 
+  // The world (NCCL when the model will live on CUDA) and the config resolved for it; with
+  // tensor_parallel.autotp_size > 1 the dp x tp grid, whose tensor group splits the model.
+  const std::shared_ptr<zero::Communicator> world =
+      zero::world_communicator(o.cuda ? zero::Backend::kNccl : zero::Backend::kGloo);
+  zero::ConfigOptions config_options;
+  config_options.world_size = world->world_size();
+  config_options.overrides = o.config_overrides;
+  const zero::ParsedConfig parsed = zero::parse_config_file(args.config_path, config_options);
+  std::optional<zero::ParallelGrid> grid;
+  if (parsed.config.tensor_parallel_size > 1) {
+    grid = zero::parallel_grid(parsed.config, world);
+    const int tp = grid->tensor_size();
+    ZERO_CHECK(o.model.n_head % tp == 0 && o.model.vocab_size % tp == 0, zero::UsageError,
+               "--tp ", tp, ": the tensor-parallel degree must divide the heads (", o.model.n_head,
+               ") and the vocabulary (", o.model.vocab_size, " characters)");
+    o.model.tensor_group = grid->tensor_group();
+    // Split regions (this rank's attention heads) draw from the tracker, the rest alike.
+    zero::tp::rng_tracker().seed(o.seed, grid->tensor_rank());
+  }
+
   torch::manual_seed(o.seed);
   auto model = gpt::Gpt(o.model);
   const torch::Device device = o.cuda ? cuda_device() : torch::Device(torch::kCPU);
@@ -212,7 +237,8 @@ int train(int argc, char** argv) {
     if (o.checkpoint_activations) block = torch::nn::AnyModule(zero::Checkpointed(block));
     return torch::nn::AnyModule(zero::Sharded(block));
   });
-  zero::Engine engine = zero::initialize(model.ptr(), args.config_path, o.config_overrides);
+  zero::Engine engine = grid ? zero::initialize(model.ptr(), parsed, *grid)
+                             : zero::initialize(model.ptr(), parsed, world);
 
   const zero::Config& config = engine.config();
 #if TORCH_VERSION_MAJOR < 2
@@ -221,7 +247,10 @@ int train(int argc, char** argv) {
              " have no fp16 matmul; train in bf16 on the CPU (\"bf16\": {\"enabled\": true}) or "
              "run with --device cuda");
 #endif
-  const int rank = engine.rank(), world = engine.world_size();
+  const int rank = engine.rank();
+  // Samples go by data rank: the tensor ranks of one data rank train on the same ones.
+  const int data_rank = grid ? grid->data_rank() : rank;
+  const int data_size = engine.data_parallel_size();
   const int64_t micro = config.train_micro_batch_size_per_gpu;
   const int64_t accumulation = config.gradient_accumulation_steps;
   const int64_t print_every = std::max<int64_t>(1, config.steps_per_print);
@@ -229,13 +258,15 @@ int train(int argc, char** argv) {
       o.steps > 0 ? o.steps
                   : (config.scheduler.total_num_steps > 0 ? config.scheduler.total_num_steps : 300);
   if (rank == 0) {
-    std::cout << "gpt_train: " << gpt::count_parameters(*model) << " parameters ("
+    std::cout << "gpt_train: " << gpt::count_parameters(*model) << " parameters"
+              << (grid ? " per tensor rank" : "") << " ("
               << o.model.n_layer << " layers, d_model " << o.model.d_model << ", " << o.model.n_head
               << " heads, context " << o.model.context << ", vocab " << o.model.vocab_size << "), "
               << data.num_tokens() << " tokens from " << o.data << "\n"
-              << "gpt_train: ZeRO stage " << engine.stage() << ", " << world
-              << " rank(s), micro batch " << micro << " x accumulation " << accumulation << " x "
-              << world << " = " << config.train_batch_size << " sequences per step, " << steps
+              << "gpt_train: ZeRO stage " << engine.stage() << ", " << engine.world_size()
+              << " rank(s)" << (grid ? " (" + grid->to_string() + ")" : std::string())
+              << ", micro batch " << micro << " x accumulation " << accumulation << " x "
+              << data_size << " = " << config.train_batch_size << " sequences per step, " << steps
               << " steps" << std::endl;
   }
 
@@ -266,6 +297,7 @@ int train(int argc, char** argv) {
   engine.set_flops_per_sample(train_flops_per_sample(o.model));
   auto after_first_step = std::chrono::steady_clock::now();
   double first_loss = 0, last_loss = 0;
+  std::vector<double> losses;  // each step's mean over its micro batches (--json_summary)
   for (int64_t step = first_step; step < steps; ++step) {
     if ((step + 1) % print_every == 0) {  // the epochs of text seen after this step
       char epoch[32];
@@ -276,7 +308,7 @@ int train(int argc, char** argv) {
     }
     double loss_sum = 0;
     for (int64_t m = 0; m < accumulation; ++m) {
-      const gpt::Batch batch = data.batch(step, m, rank, world, micro, accumulation);
+      const gpt::Batch batch = data.batch(step, m, data_rank, data_size, micro, accumulation);
       const at::Tensor loss = o.cuda
                                   ? model->loss(batch.tokens.to(device), batch.targets.to(device))
                                   : model->loss(batch.tokens, batch.targets);
@@ -285,6 +317,7 @@ int train(int argc, char** argv) {
       loss_sum += loss.item<double>();
     }
     last_loss = loss_sum / static_cast<double>(accumulation);
+    losses.push_back(last_loss);
     if (step == first_step) {
       first_loss = last_loss;
       after_first_step = std::chrono::steady_clock::now();
@@ -313,15 +346,22 @@ int train(int argc, char** argv) {
     const double ms_per_step = steps > 1 ? later_ms / static_cast<double>(steps - 1) : 0.0;
     std::string source;
     const int64_t peak = peak_memory_bytes(device, &source);
+    std::string loss_list;
+    for (const double l : losses) {
+      char one[32];
+      std::snprintf(one, sizeof one, "%s%.9g", loss_list.empty() ? "" : ", ", l);  // a float, exactly
+      loss_list += one;
+    }
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"first_loss\": %.6f, \"final_loss\": %.6f, \"ms_per_step\": %.3f, "
                   "\"peak_memory_bytes\": %lld, "
                   "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
-                  "\"device\": \"%s\"}",
+                  "\"device\": \"%s\", \"tensor_parallel\": %d, \"losses\": [",
                   first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
-                  static_cast<long long>(steps), engine.stage(), world, device.str().c_str());
-    std::cout << line << std::endl;
+                  static_cast<long long>(steps), engine.stage(), engine.world_size(),
+                  device.str().c_str(), engine.tensor_parallel_size());
+    std::cout << line << loss_list << "]}" << std::endl;
   }
   return 0;
 }
@@ -334,6 +374,9 @@ int main(int argc, char** argv) {
   } catch (const zero::UsageError& e) {
     std::cerr << "gpt_train: " << e.what() << "\n";
     return 2;
+  } catch (const c10::Error& e) {  // the model's checks (TORCH_CHECK): the message, no backtrace
+    std::cerr << "gpt_train: error: " << e.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "gpt_train: error: " << e.what() << "\n";
     return 1;

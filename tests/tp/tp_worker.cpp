@@ -6,6 +6,8 @@
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 #include <zero/tp/layers.h>
+#include <zero/tp/mappings.h>
+#include <zero/tp/random.h>
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/embedding.h>
@@ -146,6 +148,41 @@ void check_embedding_and_loss(const std::shared_ptr<Communicator>& g) {
   expect_close(z_tp.grad(), cols(z_ref.grad(), r, t), "vocab-parallel cross entropy gradient");
 }
 
+// The model-parallel RNG: tracker draws differ across tensor ranks and leave the default
+// generator where it was; a saved state replays the same mask; no seed is a clear error.
+void check_rng(const std::shared_ptr<Communicator>& g) {
+  const int t = g->world_size();
+  tp::RngTracker unseeded;
+  try {
+    unseeded.fork(at::kCPU, [] { return at::rand({1}); });
+    expect(false, "an unseeded tracker refuses to fork");
+  } catch (const UsageError& e) {
+    expect(std::string(e.what()).find("has no seed") != std::string::npos, e.what());
+  }
+  tp::rng_tracker().seed(1234, g->rank());
+  at::manual_seed(5);
+  const at::Tensor ones = at::ones({256});
+  const tp::RngTracker::State before = tp::rng_tracker().state();
+  const at::Tensor mask = tp::dropout(ones, 0.5, /*training=*/true).ne(0).to(at::kFloat);
+  const at::Tensor after_fork = at::rand({8});
+  at::manual_seed(5);
+  expect(at::equal(at::rand({8}), after_fork), "fork leaves the default generator's draws alone");
+  tp::rng_tracker().set_state(before);
+  expect(at::equal(tp::dropout(ones, 0.5, true).ne(0).to(at::kFloat), mask),
+         "a saved tracker state replays the same mask");
+  expect(at::equal(tp::dropout(ones, 0.5, /*training=*/false), ones), "no dropout in eval");
+  const at::Tensor all = tp::detail::all_gather_last_dim(mask, *g);  // [t x 256]
+  for (int r = 1; r < t; ++r)
+    expect(!at::equal(all.narrow(0, r * 256, 256), all.narrow(0, 0, 256)),
+           "tensor rank " + std::to_string(r) + " draws another mask than rank 0");
+  // The default generator, seeded alike, gives every rank the same (replicated) mask.
+  at::manual_seed(6);
+  const at::Tensor same = at::dropout(ones, 0.5, true).ne(0).to(at::kFloat);
+  const at::Tensor gathered = tp::detail::all_gather_last_dim(same, *g);
+  for (int r = 1; r < t; ++r)
+    expect(at::equal(gathered.narrow(0, r * 256, 256), same), "replicated draws agree");
+}
+
 void check_errors(const std::shared_ptr<Communicator>& g) {
   if (g->world_size() == 1) return;
   const int64_t odd = 4 * g->world_size() + 1;
@@ -176,6 +213,7 @@ int main(int argc, char** argv) {
     check_mlp(grid.tensor_group());
     check_strided(grid.tensor_group());
     check_embedding_and_loss(grid.tensor_group());
+    check_rng(grid.tensor_group());
     check_errors(grid.tensor_group());
     world->barrier()->wait();
     std::cout << "rank " << env.rank << " " << grid.to_string() << ": " << g_checks
