@@ -28,7 +28,8 @@ SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGr
                "); build the zero::tp layers on "
                "grid.tensor_group()");
     for (const tp::SplitParameter& s : layer->split_parameters())
-      if (s.tensor.defined()) split.emplace(s.tensor.unsafeGetTensorImpl(), SplitLayout{s.dim, s.stride});
+      if (s.tensor.defined())
+        split.emplace(s.tensor.unsafeGetTensorImpl(), SplitLayout{s.dim, s.stride});
   }
   return split;
 }

@@ -31,9 +31,9 @@ int64_t part_of(int64_t whole, const Communicator& group, const char* layer, con
 at::Tensor slice_of_whole(const at::Tensor& whole, int64_t dim, int64_t stride, int rank,
                           int parts) {
   const int64_t chunk = whole.size(dim) / (stride * parts);
-  ZERO_CHECK(chunk * stride * parts == whole.size(dim), UsageError, "tensor parallelism: ",
-             "dimension ", dim, " of ", whole.sizes(), " is not divisible by stride ", stride,
-             " x ", parts, " ranks");
+  ZERO_CHECK(chunk * stride * parts == whole.size(dim), UsageError,
+             "tensor parallelism: ", "dimension ", dim, " of ", whole.sizes(),
+             " is not divisible by stride ", stride, " x ", parts, " ranks");
   std::vector<at::Tensor> mine;
   for (int64_t s = 0; s < stride; ++s)
     mine.push_back(whole.narrow(dim, (s * parts + rank) * chunk, chunk));
@@ -56,6 +56,9 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOpt
     : options(o), group_(std::move(group)) {
   const Communicator& g = checked(group_, "ColumnParallelLinear");
   ZERO_CHECK(o.stride() >= 1, UsageError, "ColumnParallelLinear: stride ", o.stride());
+  ZERO_CHECK(!(o.sequence_parallel() && o.gather_output()), UsageError,
+             "ColumnParallelLinear: sequence_parallel with gather_output (the output would leave "
+             "the sequence-parallel layout whole; gather it yourself if that is meant)");
   part_of(o.out_features(), g, "ColumnParallelLinear", "out_features");
   ZERO_CHECK(o.out_features() % (o.stride() * g.world_size()) == 0, UsageError,
              "ColumnParallelLinear: out_features (", o.out_features(),
@@ -66,12 +69,15 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOpt
   weight = register_parameter(
       "weight", slice_of_whole(whole->weight, 0, o.stride(), g.rank(), g.world_size()));
   if (o.bias())
-    bias = register_parameter(
-        "bias", slice_of_whole(whole->bias, 0, o.stride(), g.rank(), g.world_size()));
+    bias = register_parameter("bias",
+                              slice_of_whole(whole->bias, 0, o.stride(), g.rank(), g.world_size()));
 }
 
 at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& x) {
-  at::Tensor y = at::linear(copy_to_tensor_region(x, group_), weight, bias);
+  const at::Tensor whole = options.sequence_parallel()
+                               ? gather_from_sequence_region(x, group_, options.sequence_dim())
+                               : copy_to_tensor_region(x, group_);
+  at::Tensor y = at::linear(whole, weight, bias);
   if (!options.gather_output()) return y;
   y = gather_from_tensor_region(y, group_);  // [..., T x stride x c]: rank-major
   if (options.stride() == 1) return y;
@@ -91,16 +97,24 @@ RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
     : options(o), group_(std::move(group)) {
   const Communicator& g = checked(group_, "RowParallelLinear");
   const int64_t part = part_of(o.in_features(), g, "RowParallelLinear", "in_features");
+  ZERO_CHECK(!o.sequence_parallel() || o.input_is_parallel(), UsageError,
+             "RowParallelLinear: sequence_parallel needs input_is_parallel");
   torch::nn::Linear whole(
       torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
   weight = register_parameter(
       "weight", whole->weight.narrow(1, g.rank() * part, part).detach().contiguous().clone());
   if (o.bias()) bias = register_parameter("bias", whole->bias.detach().clone());
+  if (o.bias() && o.sequence_parallel())  // added to this rank's part of the sequence only
+    bias.register_hook(
+        [group = group_](const at::Tensor& grad) { return detail::all_reduce_sum(grad, *group); });
 }
 
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& x) {
   const at::Tensor xp = options.input_is_parallel() ? x : scatter_to_tensor_region(x, group_);
-  at::Tensor y = reduce_from_tensor_region(at::linear(xp, weight), group_);
+  const at::Tensor partial = at::linear(xp, weight);
+  at::Tensor y = options.sequence_parallel()
+                     ? reduce_scatter_to_sequence_region(partial, group_, options.sequence_dim())
+                     : reduce_from_tensor_region(partial, group_);
   return bias.defined() ? y + bias : y;
 }
 
@@ -116,8 +130,8 @@ VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t num, int64_t dim,
   vocab_begin = g.rank() * part;
   vocab_end = vocab_begin + part;
   torch::nn::Embedding whole(num, dim);
-  weight = register_parameter("weight",
-                              slice_of_whole(whole->weight, 0, 1, g.rank(), g.world_size()));
+  weight =
+      register_parameter("weight", slice_of_whole(whole->weight, 0, 1, g.rank(), g.world_size()));
 }
 
 at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& ids) {

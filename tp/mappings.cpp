@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/module.h>
 
 namespace zero::tp {
 
@@ -23,28 +24,49 @@ at::Tensor all_reduce_max(const at::Tensor& x, Communicator& group) {
   return out;
 }
 
-// Rank r's [..., n] lands in [..., r*n, (r+1)*n) of the result.
-at::Tensor all_gather_last_dim(const at::Tensor& x, Communicator& group) {
+at::Tensor all_gather_dim(const at::Tensor& x, Communicator& group, int64_t dim) {
   const int parts = group.world_size();
   if (parts == 1) return x;
   at::Tensor in = x.contiguous();
+  dim = at::maybe_wrap_dim(dim, in.dim());
   std::vector<int64_t> stacked{parts};
   for (int64_t s : in.sizes()) stacked.push_back(s);
   at::Tensor out = at::empty(stacked, in.options());
   group.all_gather(in, out)->wait();
-  // [parts, ..., n] -> [..., parts, n] -> [..., parts * n]
-  return out.movedim(0, -2).reshape([&] {
-    std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
-    sizes.back() *= parts;
-    return sizes;
-  }());
+  // [parts, ..., n, ...] -> [..., parts, n, ...] -> [..., parts * n, ...]
+  std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+  sizes[dim] *= parts;
+  return out.movedim(0, dim).reshape(sizes);
+}
+
+at::Tensor reduce_scatter_dim(const at::Tensor& x, Communicator& group, int64_t dim) {
+  const int parts = group.world_size();
+  if (parts == 1) return x;
+  dim = at::maybe_wrap_dim(dim, x.dim());
+  const int64_t n = x.size(dim);
+  ZERO_CHECK(n % parts == 0, UsageError, "tensor parallelism: dimension ", dim, " (", n,
+             ") is not divisible by the tensor-parallel size ", parts);
+  const at::Tensor in = x.movedim(dim, 0).contiguous();  // rank r's part: contiguous rows
+  std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+  sizes[0] = n / parts;
+  at::Tensor out = at::empty(sizes, in.options());
+  group.reduce_scatter(in, out, ReduceOp::kSum)->wait();
+  return out.movedim(0, dim);
+}
+
+at::Tensor slice_dim(const at::Tensor& x, int rank, int parts, int64_t dim) {
+  const int64_t n = x.size(dim);
+  ZERO_CHECK(n % parts == 0, UsageError, "tensor parallelism: dimension ", dim, " (", n,
+             ") is not divisible by the tensor-parallel size ", parts);
+  return x.narrow(dim, rank * (n / parts), n / parts).contiguous();
+}
+
+at::Tensor all_gather_last_dim(const at::Tensor& x, Communicator& group) {
+  return all_gather_dim(x, group, -1);
 }
 
 at::Tensor slice_last_dim(const at::Tensor& x, int rank, int parts) {
-  const int64_t n = x.size(-1);
-  ZERO_CHECK(n % parts == 0, UsageError, "tensor parallelism: the last dimension (", n,
-             ") is not divisible by the tensor-parallel size ", parts);
-  return x.narrow(-1, rank * (n / parts), n / parts).contiguous();
+  return slice_dim(x, rank, parts, -1);
 }
 
 }  // namespace detail
@@ -111,6 +133,48 @@ struct ScatterTo : torch::autograd::Function<ScatterTo> {
   }
 };
 
+// Sequence parallelism: the same conjugates along the sequence dimension (saved as "dim").
+struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return detail::all_gather_dim(x, held(ctx), dim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    // Each rank's gradient of the whole sequence is a partial sum (its columns' share).
+    return {detail::reduce_scatter_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return detail::reduce_scatter_dim(x, held(ctx), dim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {detail::all_gather_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ScatterToSequence : torch::autograd::Function<ScatterToSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    Communicator& g = held(ctx);
+    return detail::slice_dim(x, g.rank(), g.world_size(), dim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {detail::all_gather_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 void check_group(const std::shared_ptr<Communicator>& group, const char* op) {
   ZERO_CHECK(group, UsageError, op, ": no tensor-parallel group");
 }
@@ -142,6 +206,38 @@ at::Tensor scatter_to_tensor_region(const at::Tensor& x,
   check_group(group, "scatter_to_tensor_region");
   if (group->world_size() == 1) return x;
   return ScatterTo::apply(x, hold(group));
+}
+
+at::Tensor gather_from_sequence_region(const at::Tensor& x,
+                                       const std::shared_ptr<Communicator>& group, int64_t dim) {
+  check_group(group, "gather_from_sequence_region");
+  if (group->world_size() == 1) return x;
+  return GatherFromSequence::apply(x, hold(group), at::maybe_wrap_dim(dim, x.dim()));
+}
+
+at::Tensor reduce_scatter_to_sequence_region(const at::Tensor& x,
+                                             const std::shared_ptr<Communicator>& group,
+                                             int64_t dim) {
+  check_group(group, "reduce_scatter_to_sequence_region");
+  if (group->world_size() == 1) return x;
+  return ReduceScatterToSequence::apply(x, hold(group), at::maybe_wrap_dim(dim, x.dim()));
+}
+
+at::Tensor scatter_to_sequence_region(const at::Tensor& x,
+                                      const std::shared_ptr<Communicator>& group, int64_t dim) {
+  check_group(group, "scatter_to_sequence_region");
+  if (group->world_size() == 1) return x;
+  return ScatterToSequence::apply(x, hold(group), at::maybe_wrap_dim(dim, x.dim()));
+}
+
+void sum_gradients_over_tensor_group(torch::nn::Module& module,
+                                     const std::shared_ptr<Communicator>& group) {
+  check_group(group, "sum_gradients_over_tensor_group");
+  if (group->world_size() == 1) return;
+  for (at::Tensor& p : module.parameters(/*recurse=*/true))
+    if (p.requires_grad())
+      p.register_hook(
+          [group](const at::Tensor& grad) { return detail::all_reduce_sum(grad, *group); });
 }
 
 }  // namespace zero::tp

@@ -38,7 +38,9 @@ void init_split_linear(Layer& layer, double std) {
 }  // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
-    : n_head_(c.n_head / c.tensor_size()), dropout_(c.dropout) {
+    : n_head_(c.n_head / c.tensor_size()),
+      dropout_(c.dropout),
+      split_sequence_(c.split_sequence()) {
   TORCH_CHECK(c.d_model % c.n_head == 0, "d_model ", c.d_model, " is not a multiple of n_head ",
               c.n_head);
   TORCH_CHECK(c.n_head % c.tensor_size() == 0, "n_head ", c.n_head,
@@ -46,11 +48,18 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
   const double proj_std = 0.02 / std::sqrt(2.0 * c.n_layer);
   if (c.tensor_size() > 1) {
     using namespace zero::tp;
+    const bool sp = c.split_sequence();
     qkv_tp_ = register_module(
-        "qkv", ColumnParallelLinear(ColumnParallelLinearOptions(c.d_model, 3 * c.d_model).stride(3),
+        "qkv", ColumnParallelLinear(ColumnParallelLinearOptions(c.d_model, 3 * c.d_model)
+                                        .stride(3)
+                                        .sequence_parallel(sp)
+                                        .sequence_dim(1),
                                     c.tensor_group));
     proj_tp_ = register_module(
-        "proj", RowParallelLinear(RowParallelLinearOptions(c.d_model, c.d_model), c.tensor_group));
+        "proj",
+        RowParallelLinear(
+            RowParallelLinearOptions(c.d_model, c.d_model).sequence_parallel(sp).sequence_dim(1),
+            c.tensor_group));
     init_split_linear(qkv_tp_, 0.02);
     init_split_linear(proj_tp_, proj_std);
     return;
@@ -64,32 +73,43 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   // With tensor parallelism this rank's heads: its q, k and v columns (C / T each).
   const at::Tensor fused = qkv_tp_ ? qkv_tp_->forward(x) : qkv_->forward(x);
-  const int64_t B = x.size(0), T = x.size(1), C = fused.size(2) / 3, hs = C / n_head_;
-  auto qkv = fused.split(C, /*dim=*/2);
+  const int64_t B = fused.size(0), T = fused.size(1), C = fused.size(2) / 3, hs = C / n_head_;
+  auto qkv = fused.split(C, /*dim=*/2);  // the whole sequence (sequence parallelism gathers it)
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, hs}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // [B, nh, T, hs]
   auto att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
-  auto causal = at::ones({T, T}, x.options().dtype(at::kBool)).triu(1);
+  auto causal = at::ones({T, T}, fused.options().dtype(at::kBool)).triu(1);
   att = F::softmax(att.masked_fill(causal, -INFINITY), F::SoftmaxFuncOptions(-1));
   // This rank's heads: with tensor parallelism each rank draws its own masks (the tracker).
   att = qkv_tp_ ? zero::tp::dropout(att, dropout_, is_training()) : dropout(att, dropout_, *this);
   auto y = at::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
-  return dropout(proj_tp_ ? proj_tp_->forward(y) : proj_->forward(y), dropout_, *this);
+  return residual_dropout(proj_tp_ ? proj_tp_->forward(y) : proj_->forward(y), dropout_,
+                          split_sequence_, *this);
 }
 
-BlockImpl::BlockImpl(const GptConfig& c) : dropout_(c.dropout) {
+BlockImpl::BlockImpl(const GptConfig& c)
+    : dropout_(c.dropout), split_sequence_(c.split_sequence()) {
   ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   attn_ = register_module("attn", CausalSelfAttention(c));
   ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   const double proj_std = 0.02 / std::sqrt(2.0 * c.n_layer);
   if (c.tensor_size() > 1) {
     using namespace zero::tp;
+    const bool sp = c.split_sequence();
     fc_tp_ = register_module(
-        "fc", ColumnParallelLinear(ColumnParallelLinearOptions(c.d_model, 4 * c.d_model),
+        "fc", ColumnParallelLinear(ColumnParallelLinearOptions(c.d_model, 4 * c.d_model)
+                                       .sequence_parallel(sp)
+                                       .sequence_dim(1),
                                    c.tensor_group));
     fc_proj_tp_ = register_module(
-        "fc_proj",
-        RowParallelLinear(RowParallelLinearOptions(4 * c.d_model, c.d_model), c.tensor_group));
+        "fc_proj", RowParallelLinear(RowParallelLinearOptions(4 * c.d_model, c.d_model)
+                                         .sequence_parallel(sp)
+                                         .sequence_dim(1),
+                                     c.tensor_group));
+    if (sp) {  // on this rank's part of the sequence: their gradients are summed over the group
+      zero::tp::sum_gradients_over_tensor_group(*ln1_, c.tensor_group);
+      zero::tp::sum_gradients_over_tensor_group(*ln2_, c.tensor_group);
+    }
     init_split_linear(fc_tp_, 0.02);
     init_split_linear(fc_proj_tp_, proj_std);
     return;
@@ -105,7 +125,7 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
   const at::Tensor u = ln2_->forward(h);
   const at::Tensor mlp = fc_tp_ ? fc_proj_tp_->forward(F::gelu(fc_tp_->forward(u)))
                                 : fc_proj_->forward(F::gelu(fc_->forward(u)));
-  return h + dropout(mlp, dropout_, *this);
+  return h + residual_dropout(mlp, dropout_, split_sequence_, *this);
 }
 
 GptImpl::GptImpl(const GptConfig& c) : config_(c) {
@@ -123,6 +143,7 @@ GptImpl::GptImpl(const GptConfig& c) : config_(c) {
   for (int64_t i = 0; i < c.n_layer; ++i) blocks_->push_back(Block(c));
   blocks_ = register_module("blocks", blocks_);
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  if (c.split_sequence()) zero::tp::sum_gradients_over_tensor_group(*ln_f_, c.tensor_group);
   torch::NoGradGuard no_grad;
   if (wte_tp_)
     zero::tp::init_from_whole(wte_tp_->split_parameters().at(0), *c.tensor_group,
@@ -138,11 +159,17 @@ torch::Tensor GptImpl::local_logits(const torch::Tensor& tokens) {
               config_.context);
   auto positions = at::arange(T, tokens.options().dtype(at::kLong));
   const at::Tensor embedded = wte_tp_ ? wte_tp_->forward(tokens) : wte_->forward(tokens);
-  auto x = dropout(embedded + wpe_->forward(positions), config_.dropout, *this);
+  at::Tensor x = embedded + wpe_->forward(positions);
+  const bool sp = config_.split_sequence();
+  if (sp) x = zero::tp::scatter_to_sequence_region(x, config_.tensor_group, 1);
+  x = residual_dropout(x, config_.dropout, sp, *this);
   for (auto& block : *blocks_) x = block.forward(x);  // one call per block (see blocks())
   if (!wte_tp_) return at::matmul(ln_f_->forward(x), wte_->weight.t());  // tied head
-  // The tied head on this rank's vocabulary rows: the input's gradient is summed over the group.
-  return at::matmul(zero::tp::copy_to_tensor_region(ln_f_->forward(x), config_.tensor_group),
+  // The tied head on this rank's vocabulary rows: the input's gradient is summed over the group
+  // (with sequence parallelism: the sequence all-gathered, its gradient reduce-scattered).
+  const at::Tensor h = ln_f_->forward(x);
+  return at::matmul(sp ? zero::tp::gather_from_sequence_region(h, config_.tensor_group, 1)
+                       : zero::tp::copy_to_tensor_region(h, config_.tensor_group),
                     wte_tp_->weight.t());
 }
 
@@ -169,6 +196,11 @@ torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& ta
 torch::Tensor dropout(const torch::Tensor& x, double p, const torch::nn::Module& module) {
   if (p == 0.0 || !module.is_training()) return x;
   return F::dropout(x, F::DropoutFuncOptions().p(p).training(true));
+}
+
+torch::Tensor residual_dropout(const torch::Tensor& x, double p, bool split_sequence,
+                               const torch::nn::Module& module) {
+  return split_sequence ? zero::tp::dropout(x, p, module.is_training()) : dropout(x, p, module);
 }
 
 int64_t count_parameters(torch::nn::Module& module) {

@@ -31,6 +31,11 @@ struct GptConfig {
   // its size.
   std::shared_ptr<zero::Communicator> tensor_group;
   int tensor_size() const { return tensor_group ? tensor_group->world_size() : 1; }
+  // Megatron's sequence parallelism (with tensor_group): LayerNorms, dropout and the residual
+  // stream hold 1/T of the sequence (which T must divide); the matrices all-gather it and
+  // reduce-scatter their outputs instead of all-reducing them.
+  bool sequence_parallel = false;
+  bool split_sequence() const { return sequence_parallel && tensor_size() > 1; }
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -41,6 +46,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   int64_t n_head_;  // on this rank
   double dropout_;
+  bool split_sequence_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
   zero::tp::ColumnParallelLinear qkv_tp_{nullptr};
   zero::tp::RowParallelLinear proj_tp_{nullptr};
@@ -60,6 +66,7 @@ class BlockImpl : public torch::nn::Module {
   zero::tp::ColumnParallelLinear fc_tp_{nullptr};
   zero::tp::RowParallelLinear fc_proj_tp_{nullptr};
   double dropout_;
+  bool split_sequence_;
 };
 TORCH_MODULE(Block);
 
@@ -91,5 +98,9 @@ int64_t count_parameters(torch::nn::Module& module);  // shared tensors counted 
 
 // Dropout with probability p while `module` trains; the identity (no random draw) when p is 0.
 torch::Tensor dropout(const torch::Tensor& x, double p, const torch::nn::Module& module);
+// Dropout of the residual stream: with sequence parallelism each rank holds other positions, so
+// it draws its own mask (the model-parallel RNG tracker); else as dropout() above.
+torch::Tensor residual_dropout(const torch::Tensor& x, double p, bool split_sequence,
+                               const torch::nn::Module& module);
 
 }  // namespace gpt

@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "usage: gpt_train --deepspeed_config FILE [--data TEXT_FILE] [--steps N] [--seed S]\n"
     "                 [--preset gpt2-small] [--n-layer L] [--n-head H] [--d-model D]\n"
     "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
-    "                 [--tp N]   (tensor-parallel degree: tensor_parallel.autotp_size)\n"
+    "                 [--tp N [--sequence-parallel]]   (tensor parallelism: "
+    "tensor_parallel.autotp_size)\n"
     "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
     "                 [--load_weights FILE]   (start from exported weights: zero checkpoint "
@@ -84,6 +85,10 @@ Options parse_options(const std::vector<std::string>& rest) {
     const std::string& flag = rest[i];
     if (flag == "--json_summary" || flag == "--checkpoint-activations") {
       (flag == "--json_summary" ? o.json_summary : o.checkpoint_activations) = true;
+      continue;
+    }
+    if (flag == "--sequence-parallel") {
+      o.model.sequence_parallel = true;
       continue;
     }
     ZERO_CHECK(i + 1 < rest.size(), zero::UsageError, flag,
@@ -214,12 +219,19 @@ int train(int argc, char** argv) {
   config_options.overrides = o.config_overrides;
   const zero::ParsedConfig parsed = zero::parse_config_file(args.config_path, config_options);
   std::optional<zero::ParallelGrid> grid;
+  ZERO_CHECK(!o.model.sequence_parallel || parsed.config.tensor_parallel_size > 1, zero::UsageError,
+             "--sequence-parallel splits the sequence over the tensor-parallel ",
+             "ranks: give --tp N with N > 1 (or tensor_parallel.autotp_size)");
   if (parsed.config.tensor_parallel_size > 1) {
     grid = zero::parallel_grid(parsed.config, world);
     const int tp = grid->tensor_size();
-    ZERO_CHECK(o.model.n_head % tp == 0 && o.model.vocab_size % tp == 0, zero::UsageError,
-               "--tp ", tp, ": the tensor-parallel degree must divide the heads (", o.model.n_head,
+    ZERO_CHECK(o.model.n_head % tp == 0 && o.model.vocab_size % tp == 0, zero::UsageError, "--tp ",
+               tp, ": the tensor-parallel degree must divide the heads (", o.model.n_head,
                ") and the vocabulary (", o.model.vocab_size, " characters)");
+    ZERO_CHECK(!o.model.sequence_parallel || (o.model.context % tp == 0 && o.sample == 0),
+               zero::UsageError, "--sequence-parallel: the tensor-parallel degree ", tp,
+               " must divide the context (", o.model.context,
+               "), and --sample (whose prompts grow one token at a time) is not available");
     o.model.tensor_group = grid->tensor_group();
     // Split regions (this rank's attention heads) draw from the tracker, the rest alike.
     zero::tp::rng_tracker().seed(o.seed, grid->tensor_rank());
@@ -259,10 +271,10 @@ int train(int argc, char** argv) {
                   : (config.scheduler.total_num_steps > 0 ? config.scheduler.total_num_steps : 300);
   if (rank == 0) {
     std::cout << "gpt_train: " << gpt::count_parameters(*model) << " parameters"
-              << (grid ? " per tensor rank" : "") << " ("
-              << o.model.n_layer << " layers, d_model " << o.model.d_model << ", " << o.model.n_head
-              << " heads, context " << o.model.context << ", vocab " << o.model.vocab_size << "), "
-              << data.num_tokens() << " tokens from " << o.data << "\n"
+              << (grid ? " per tensor rank" : "") << " (" << o.model.n_layer << " layers, d_model "
+              << o.model.d_model << ", " << o.model.n_head << " heads, context " << o.model.context
+              << ", vocab " << o.model.vocab_size << "), " << data.num_tokens() << " tokens from "
+              << o.data << "\n"
               << "gpt_train: ZeRO stage " << engine.stage() << ", " << engine.world_size()
               << " rank(s)" << (grid ? " (" + grid->to_string() + ")" : std::string())
               << ", micro batch " << micro << " x accumulation " << accumulation << " x "
@@ -349,7 +361,8 @@ int train(int argc, char** argv) {
     std::string loss_list;
     for (const double l : losses) {
       char one[32];
-      std::snprintf(one, sizeof one, "%s%.9g", loss_list.empty() ? "" : ", ", l);  // a float, exactly
+      std::snprintf(one, sizeof one, "%s%.9g", loss_list.empty() ? "" : ", ",
+                    l);  // a float, exactly
       loss_list += one;
     }
     char line[512];

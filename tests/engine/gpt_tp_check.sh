@@ -4,9 +4,11 @@
 # vocab-parallel embedding, tied head and cross entropy) trains the model one process trains:
 #   one data rank:  tp 2 (stage 1) and tp 4 (stage 0) against tp 1 on one process (stage 1);
 #   two data ranks: tp 2 x dp 2 at stage 3 against tp 1 x dp 2 at stage 2;
+#   sequence parallelism (--sequence-parallel): tp 4 at stage 1 against tp 1, tp 2 x dp 2 at
+#   stage 2 against tp 1 x dp 2;
 # every step's loss equal to 1e-5 (relative), for STEPS steps (default 20). With dropout 0.1 at
 # tp 2 (each rank's heads draw from the model-parallel RNG tracker), the run with every block
-# checkpointed has the losses of the run without, bit for bit. The learning rate
+# checkpointed has the losses of the run without, bit for bit; with sequence parallelism too. The learning rate
 # peaks at 0.003: with the config's 0.01 the loss spikes at step 13, where any two reduction
 # orders (stage 2 against stage 3 at tp 1 too) drift apart by 1e-4.
 set -euo pipefail
@@ -33,15 +35,20 @@ run tp2 2 2 1
 run tp4 4 4 0
 run dp2 2 1 2
 run tp2dp2 4 2 3
+run sp4 4 4 1 --sequence-parallel
+run sp2dp2 4 2 2 --sequence-parallel
 run dropout 2 2 3 --dropout 0.1
 run dropout_ckpt 2 2 3 --dropout 0.1 --checkpoint-activations
+run sp_dropout 2 2 3 --dropout 0.1 --sequence-parallel
+run sp_dropout_ckpt 2 2 3 --dropout 0.1 --sequence-parallel --checkpoint-activations
 
 python3 - "$tmp" "$steps" <<'PY'
 import json, sys
 tmp, steps = sys.argv[1], int(sys.argv[2])
 load = lambda name: json.load(open(f"{tmp}/{name}.json"))
 failed = False
-for name, ref, tp in (("tp2", "base", 2), ("tp4", "base", 4), ("tp2dp2", "dp2", 2)):
+for name, ref, tp in (("tp2", "base", 2), ("tp4", "base", 4), ("tp2dp2", "dp2", 2),
+                      ("sp4", "base", 4), ("sp2dp2", "dp2", 2)):
     got, want = load(name), load(ref)
     if got["tensor_parallel"] != tp or len(got["losses"]) != steps or len(want["losses"]) != steps:
         print(f"FAIL {name}: tensor_parallel {got['tensor_parallel']}, "
@@ -53,15 +60,16 @@ for name, ref, tp in (("tp2", "base", 2), ("tp4", "base", 4), ("tp2dp2", "dp2", 
     failed |= not ok
     print(f"{'ok  ' if ok else 'FAIL'} {name} vs {ref}: {steps} losses, max rel diff {worst:.2e}, "
           f"loss {want['losses'][0]:.4f} -> {want['losses'][-1]:.4f}")
-plain, ckpt = load("dropout")["losses"], load("dropout_ckpt")["losses"]
-if plain != ckpt or len(plain) != steps:
-    print(f"FAIL dropout at tp 2: checkpointed losses {ckpt} differ from {plain}")
-    failed = True
-elif plain == load("tp2")["losses"]:
-    print("FAIL dropout at tp 2: the losses equal those without dropout")
-    failed = True
-else:
-    print(f"ok   dropout 0.1 at tp 2: checkpointed and not bitwise equal over {steps} steps")
+for name in ("dropout", "sp_dropout"):
+    plain, ckpt = load(name)["losses"], load(name + "_ckpt")["losses"]
+    if plain != ckpt or len(plain) != steps:
+        print(f"FAIL {name} at tp 2: checkpointed losses {ckpt} differ from {plain}")
+        failed = True
+    elif plain == load("tp2")["losses"]:
+        print(f"FAIL {name} at tp 2: the losses equal those without dropout")
+        failed = True
+    else:
+        print(f"ok   {name} 0.1 at tp 2: checkpointed and not bitwise equal over {steps} steps")
 # The runs must have trained: the reference's loss falls.
 for ref in ("base", "dp2"):
     l = load(ref)["losses"]

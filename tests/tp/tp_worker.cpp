@@ -12,6 +12,7 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <ATen/ATen.h>
 
@@ -116,6 +117,65 @@ void check_strided(const std::shared_ptr<Communicator>& g) {
          "init_from_whole: the slice of the whole weight's draws");
 }
 
+// Sequence parallelism on [batch, sequence, width] (sequence_dim 1): LayerNorm on this rank's
+// part of the sequence -> Column (all-gathers it) -> gelu -> Row (reduce-scatters it), against
+// the plain layers on the whole sequence: this rank's part of the output and of the input's
+// gradient, and every parameter's gradient (the LayerNorm's and the Row bias summed).
+void check_sequence_parallel(const std::shared_ptr<Communicator>& g) {
+  const int r = g->rank(), t = g->world_size();
+  const int64_t seq = 4 * t;
+  at::manual_seed(4321);
+  torch::nn::LayerNorm norm_ref(torch::nn::LayerNormOptions({16}));
+  torch::nn::Linear a(16, 32), b(32, 16);
+  at::manual_seed(4321);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({16}));
+  tp::sum_gradients_over_tensor_group(*norm, g);
+  tp::ColumnParallelLinear col(
+      tp::ColumnParallelLinearOptions(16, 32).sequence_parallel(true).sequence_dim(1), g);
+  tp::RowParallelLinear row(
+      tp::RowParallelLinearOptions(32, 16).sequence_parallel(true).sequence_dim(1), g);
+  {  // the LayerNorm's affine parameters start at 1 and 0: give them values that matter
+    at::NoGradGuard no_grad;
+    at::manual_seed(11);
+    norm_ref->weight.normal_();
+    norm_ref->bias.normal_();
+    norm->weight.copy_(norm_ref->weight);
+    norm->bias.copy_(norm_ref->bias);
+  }
+  at::manual_seed(8);
+  const at::Tensor x0 = at::randn({2, seq, 16});
+  at::Tensor x_ref = x0.clone().requires_grad_();
+  at::Tensor x_tp = x0.narrow(1, r * 4, 4).clone().requires_grad_();
+  const at::Tensor y_ref = b(torch::nn::functional::gelu(a(norm_ref(x_ref))));
+  const at::Tensor y_tp = row(torch::nn::functional::gelu(col(norm(x_tp))));
+  expect_close(y_tp, y_ref.narrow(1, r * 4, 4), "sequence-parallel forward: this rank's part");
+  (y_ref * y_ref).sum().backward();
+  (y_tp * y_tp).sum().backward();  // the ranks' parts sum to the whole loss
+  expect_close(x_tp.grad(), x_ref.grad().narrow(1, r * 4, 4), "sequence-parallel input gradient");
+  expect_close(col->weight.grad(), rows(a->weight.grad(), r, t), "SP column weight gradient");
+  expect_close(row->weight.grad(), cols(b->weight.grad(), r, t), "SP row weight gradient");
+  expect_close(row->bias.grad(), b->bias.grad(), "SP row bias gradient (summed)");
+  expect_close(norm->weight.grad(), norm_ref->weight.grad(), "SP LayerNorm weight gradient");
+  expect_close(norm->bias.grad(), norm_ref->bias.grad(), "SP LayerNorm bias gradient");
+  // scatter_to_sequence_region: this rank's part; its gradient all-gathers the parts.
+  at::Tensor whole = x0.clone().requires_grad_();
+  const at::Tensor part = tp::scatter_to_sequence_region(whole, g, 1);
+  expect(at::equal(part, x0.narrow(1, r * 4, 4)), "scatter_to_sequence_region keeps this part");
+  (part * (r + 1)).sum().backward();
+  at::Tensor want = at::empty_like(x0);
+  for (int q = 0; q < t; ++q) want.narrow(1, q * 4, 4).fill_(q + 1);
+  expect(at::equal(whole.grad(), want), "scatter_to_sequence_region's gradient gathers the parts");
+  if (t > 1) {
+    try {
+      tp::RowParallelLinear bad(
+          tp::RowParallelLinearOptions(32, 16).sequence_parallel(true).input_is_parallel(false), g);
+      expect(false, "RowParallelLinear refuses sequence_parallel without input_is_parallel");
+    } catch (const UsageError& e) {
+      expect(std::string(e.what()).find("needs input_is_parallel") != std::string::npos, e.what());
+    }
+  }
+}
+
 void check_embedding_and_loss(const std::shared_ptr<Communicator>& g) {
   const int r = g->rank(), t = g->world_size();
   const int64_t vocab = 24, dim = 6;
@@ -213,6 +273,7 @@ int main(int argc, char** argv) {
     check_mlp(grid.tensor_group());
     check_strided(grid.tensor_group());
     check_embedding_and_loss(grid.tensor_group());
+    check_sequence_parallel(grid.tensor_group());
     check_rng(grid.tensor_group());
     check_errors(grid.tensor_group());
     world->barrier()->wait();

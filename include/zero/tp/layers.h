@@ -53,6 +53,10 @@ struct ColumnParallelLinearOptions {
   TORCH_ARG(bool, gather_output) = false;  // all-gather Y to the whole width
   // Megatron's stride: the outputs are `stride` blocks (a fused QKV: 3) split each on its own.
   TORCH_ARG(int64_t, stride) = 1;
+  // Sequence parallelism: X arrives as this rank's part of the sequence along sequence_dim and
+  // is all-gathered first (the gradient reduce-scattered back). Not with gather_output.
+  TORCH_ARG(bool, sequence_parallel) = false;
+  TORCH_ARG(int64_t, sequence_dim) = 0;  // Megatron's [s, b, h]; a [b, s, h] model says 1
 };
 
 class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallelModule {
@@ -79,6 +83,11 @@ struct RowParallelLinearOptions {
   TORCH_ARG(int64_t, out_features);
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(bool, input_is_parallel) = true;  // false: X is whole and gets split here
+  // Sequence parallelism: Y is reduce-scattered along sequence_dim (each rank keeps its part of
+  // the sequence) instead of all-reduced; the replicated bias's gradient is summed over the
+  // group. Needs input_is_parallel.
+  TORCH_ARG(bool, sequence_parallel) = false;
+  TORCH_ARG(int64_t, sequence_dim) = 0;
 };
 
 class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelModule {
