@@ -133,47 +133,33 @@ struct ScatterTo : torch::autograd::Function<ScatterTo> {
   }
 };
 
-// Sequence parallelism: the same conjugates along the sequence dimension (saved as "dim").
-struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
+// Sequence parallelism: the same conjugates along the sequence dimension (saved as "dim"), each
+// a pair of a forward and a backward collective along it.
+using AlongDim = at::Tensor (*)(const at::Tensor&, Communicator&, int64_t);
+
+at::Tensor own_part(const at::Tensor& x, Communicator& group, int64_t dim) {
+  return detail::slice_dim(x, group.rank(), group.world_size(), dim);
+}
+
+template <AlongDim Forward, AlongDim Backward>
+struct SequenceConjugate : torch::autograd::Function<SequenceConjugate<Forward, Backward>> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
                             int64_t dim) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["dim"] = dim;
-    return detail::all_gather_dim(x, held(ctx), dim);
+    return Forward(x, held(ctx), dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    // Each rank's gradient of the whole sequence is a partial sum (its columns' share).
-    return {detail::reduce_scatter_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
-            at::Tensor(), at::Tensor()};
+    return {Backward(grad[0], held(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
+            at::Tensor()};
   }
 };
 
-struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = group;
-    ctx->saved_data["dim"] = dim;
-    return detail::reduce_scatter_dim(x, held(ctx), dim);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {detail::all_gather_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
-            at::Tensor(), at::Tensor()};
-  }
-};
-
-struct ScatterToSequence : torch::autograd::Function<ScatterToSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = group;
-    ctx->saved_data["dim"] = dim;
-    Communicator& g = held(ctx);
-    return detail::slice_dim(x, g.rank(), g.world_size(), dim);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {detail::all_gather_dim(grad[0], held(ctx), ctx->saved_data["dim"].toInt()),
-            at::Tensor(), at::Tensor()};
-  }
-};
+// The gradient of a gathered sequence is each rank's partial sum (its columns' share).
+using GatherFromSequence = SequenceConjugate<detail::all_gather_dim, detail::reduce_scatter_dim>;
+using ReduceScatterToSequence =
+    SequenceConjugate<detail::reduce_scatter_dim, detail::all_gather_dim>;
+using ScatterToSequence = SequenceConjugate<own_part, detail::all_gather_dim>;
 
 void check_group(const std::shared_ptr<Communicator>& group, const char* op) {
   ZERO_CHECK(group, UsageError, op, ": no tensor-parallel group");
