@@ -355,8 +355,8 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
     ctx.warn("zero_optimization.load_from_fp32_weights",
              "no effect in fp32 training: the fp32 masters are the model's weights");
   read_monitors(root, c);
-  read_activation_checkpointing(root, c.activation_checkpointing);
-  read_top_level(root, c);
+  read_top_level(root, c);  // tensor_parallel first: partition_activations depends on it
+  read_activation_checkpointing(root, c.activation_checkpointing, c.tensor_parallel_size);
   c.data_parallel_size = c.world_size / c.tensor_parallel_size;
   resolve_batch(root, c, c.data_parallel_size);
   root.finish("the top level of the config");

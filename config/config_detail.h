@@ -111,7 +111,9 @@ void read_optimizer(Section& root, OptimizerConfig& out);
 void read_scheduler(Section& root, SchedulerConfig& out);
 void read_zero(Section& root, ZeroOptimizationConfig& out);
 void read_monitors(Section& root, Config& config);
-void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& out);
+// partition_activations acts only with tensor_parallel_size > 1 (else reported: no effect).
+void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& out,
+                                   int tensor_parallel_size);
 
 // Top-level keys of a ds_config (for "this section belongs at the top level" diagnostics).
 bool is_top_level_key(const std::string& key);

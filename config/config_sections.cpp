@@ -476,7 +476,8 @@ void read_monitors(Section& root, Config& config) {
 
 // DeepSpeed's pydantic model forbids unknown keys; its configure() asserts that contiguous
 // buffers come with partitioned activations.
-void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& a) {
+void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& a,
+                                   int tensor_parallel_size) {
   const std::string name = "activation_checkpointing";
   Section s(root.ctx, root.get(name), name, Unknown::kError);
   s.read("partition_activations", a.partition_activations);
@@ -486,7 +487,7 @@ void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig&
   s.read("synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
   s.read("profile", a.profile);
   s.finish(name);
-  if (a.partition_activations)
+  if (a.partition_activations && tensor_parallel_size == 1)
     root.ctx.warn(s.child("partition_activations"),
                   "no effect: it splits a checkpointed input across model-parallel ranks, "
                   "where the input is replicated; with data parallelism only, each rank's "

@@ -328,7 +328,8 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
-  impl->activations = detail::attach_checkpoints(*model, config, rank, ordered[0].second.device());
+  impl->activations =
+      detail::attach_checkpoints(*model, config, rank, ordered[0].second.device(), impl->tensor);
   if (config.wall_clock_breakdown)
     impl->timers.sync_device_at_boundaries(ordered[0].second.device());
   impl->optimizer = detail::make_optimizer(config, swap_folders, comm->rank());

@@ -30,7 +30,8 @@ namespace detail {
 // settings and counters; logs (rank 0) which settings have no effect on this model or device.
 std::shared_ptr<ActivationCheckpointing> attach_checkpoints(torch::nn::Module& model,
                                                             const Config& config, int rank,
-                                                            const at::Device& device);
+                                                            const at::Device& device,
+                                                            std::shared_ptr<Communicator> tensor);
 }  // namespace detail
 
 namespace detail {

@@ -3,6 +3,7 @@
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/error.h>
 #include <zero/offload/offload_optimizer.h>
+#include <zero/comm/communicator.h>
 #include <zero/tp/random.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -69,30 +70,38 @@ struct SavedCheckpoint : torch::CustomClassHolder {
   int64_t bytes = 0;
   int64_t version = 0;  // the input's version: an in-place change before backward is an error
   RngStates rng;
+  std::vector<int64_t> sizes;  // of the whole input, when `input` holds this rank's part only
 
   void save(const at::Tensor& x) {
-    bytes = x.numel() * static_cast<int64_t>(x.element_size());
+    at::Tensor kept = x.detach();
+    if (const auto& group = context->partition_group()) {
+      sizes.assign(x.sizes().begin(), x.sizes().end());
+      kept = own_part(kept, *group);
+    }
+    bytes = kept.numel() * static_cast<int64_t>(kept.element_size());
     on_host = context->config().cpu_checkpointing && x.is_cuda();
     if (on_host) {
-      at::Tensor host = offload::host_empty(x.numel(), x.scalar_type(), /*pin=*/true);
-      input = host.view(x.sizes()).copy_(x.detach(), /*non_blocking=*/true);
+      at::Tensor host = offload::host_empty(kept.numel(), kept.scalar_type(), /*pin=*/true);
+      input = host.view(kept.sizes()).copy_(kept, /*non_blocking=*/true);
       context->moved(bytes);
     } else {
-      input = x.detach();
+      input = kept;
       version = x._version();
     }
     context->saved(bytes, on_host);
   }
   at::Tensor restore() {
-    if (!on_host) {
+    at::Tensor kept = input;
+    if (on_host) {
+      context->moved(bytes);
+      kept = input.to(device, /*non_blocking=*/true);
+    } else if (sizes.empty()) {
       ZERO_CHECK(input._version() == version, UsageError,
                  "zero::checkpoint: the input of a checkpointed block was modified in place "
                  "after its forward; the recompute would see other values (clone it before "
                  "changing it)");
-      return input;
     }
-    context->moved(bytes);
-    return input.to(device, /*non_blocking=*/true);
+    return sizes.empty() ? kept : whole_of_parts(kept, *context->partition_group());
   }
   void release() {
     if (!input.defined()) return;
@@ -100,6 +109,36 @@ struct SavedCheckpoint : torch::CustomClassHolder {
     input = at::Tensor();
   }
   ~SavedCheckpoint() override { release(); }
+
+ private:
+  // partition_activations: this tensor rank's 1/T of the flat input (padded to T parts), after
+  // checking that the input is the same on every rank of the group, as partitioning assumes.
+  static at::Tensor own_part(const at::Tensor& x, Communicator& group) {
+    const int64_t parts = group.world_size();
+    const at::Tensor flat = x.reshape({-1});
+    const at::Tensor wide = flat.to(at::kFloat);  // a dtype every backend gathers
+    const at::Tensor sums = at::stack({wide.sum(), wide.square().sum()});
+    at::Tensor all = at::empty({parts, 2}, sums.options());
+    group.all_gather(sums, all)->wait();
+    ZERO_CHECK(all.eq(all[0]).all().item<bool>(), UsageError,
+               "activation_checkpointing.partition_activations: a checkpointed input differs "
+               "across the tensor-parallel ranks (rank ",
+               group.rank(),
+               "); partitioning needs inputs replicated over the tensor group (not a "
+               "sequence-parallel region's part of the sequence)");
+    const int64_t part = (flat.numel() + parts - 1) / parts;
+    at::Tensor padded = flat;
+    if (part * parts != flat.numel())
+      padded = at::cat({flat, at::zeros({part * parts - flat.numel()}, flat.options())});
+    return padded.narrow(0, group.rank() * part, part).clone();
+  }
+  at::Tensor whole_of_parts(const at::Tensor& part, Communicator& group) const {
+    at::Tensor all = at::empty({group.world_size() * part.numel()}, part.options());
+    group.all_gather(part.contiguous(), all)->wait();
+    int64_t numel = 1;
+    for (int64_t s : sizes) numel *= s;
+    return all.narrow(0, 0, numel).view(sizes);
+  }
 };
 
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {

@@ -366,14 +366,17 @@ int train(int argc, char** argv) {
       loss_list += one;
     }
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "{\"first_loss\": %.6f, \"final_loss\": %.6f, \"ms_per_step\": %.3f, "
-                  "\"peak_memory_bytes\": %lld, "
-                  "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
-                  "\"device\": \"%s\", \"tensor_parallel\": %d, \"losses\": [",
-                  first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
-                  static_cast<long long>(steps), engine.stage(), engine.world_size(),
-                  device.str().c_str(), engine.tensor_parallel_size());
+    std::snprintf(
+        line, sizeof line,
+        "{\"first_loss\": %.6f, \"final_loss\": %.6f, \"ms_per_step\": %.3f, "
+        "\"peak_memory_bytes\": %lld, "
+        "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
+        "\"device\": \"%s\", \"tensor_parallel\": %d, "
+        "\"checkpoint_peak_bytes\": %lld, \"losses\": [",
+        first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
+        static_cast<long long>(steps), engine.stage(), engine.world_size(), device.str().c_str(),
+        engine.tensor_parallel_size(),
+        static_cast<long long>(engine.activation_checkpointing()->stats().peak_live_bytes));
     std::cout << line << loss_list << "]}" << std::endl;
   }
   return 0;

@@ -135,6 +135,14 @@ TEST_CASE("activation_checkpointing: DeepSpeed's keys, typed; settings without e
   CHECK(mentions(find(gpt2.warnings, "activation_checkpointing.contiguous_memory_optimization"),
                  "ignored"));
   CHECK(gpt2.config.activation_checkpointing.number_checkpoints == 12);
+  // With tensor parallelism it partitions (the engine's checkpoints keep 1/tp of each input).
+  auto split = parse(std::string("{") + kBatch +
+                         R"(, "tensor_parallel": {"autotp_size": 2},
+      "activation_checkpointing": {"partition_activations": true}})",
+                     ws(2));
+  CHECK(split.config.activation_checkpointing.partition_activations);
+  for (const auto& w : split.warnings)
+    CHECK(w.path != "activation_checkpointing.partition_activations");
   CHECK(mentions(find(parse(std::string("{") + kBatch +
                             R"(, "activation_checkpointing": {"number_checkpoints": 4}})")
                           .warnings,

@@ -8,7 +8,10 @@
 #   stage 2 against tp 1 x dp 2;
 # every step's loss equal to 1e-5 (relative), for STEPS steps (default 20). With dropout 0.1 at
 # tp 2 (each rank's heads draw from the model-parallel RNG tracker), the run with every block
-# checkpointed has the losses of the run without, bit for bit; with sequence parallelism too. The learning rate
+# checkpointed has the losses of the run without, bit for bit; with sequence parallelism too.
+# activation_checkpointing.partition_activations at tp 2: the same losses bit for bit, half the
+# peak bytes of saved checkpoint inputs; refused (with a clear error) under sequence parallelism,
+# whose block inputs differ across the tensor ranks. The learning rate
 # peaks at 0.003: with the config's 0.01 the loss spikes at step 13, where any two reduction
 # orders (stage 2 against stage 3 at tp 1 too) drift apart by 1e-4.
 set -euo pipefail
@@ -41,6 +44,16 @@ run dropout 2 2 3 --dropout 0.1
 run dropout_ckpt 2 2 3 --dropout 0.1 --checkpoint-activations
 run sp_dropout 2 2 3 --dropout 0.1 --sequence-parallel
 run sp_dropout_ckpt 2 2 3 --dropout 0.1 --sequence-parallel --checkpoint-activations
+run partitioned 2 2 3 --dropout 0.1 --checkpoint-activations \
+  --set activation_checkpointing.partition_activations=true
+if "$zerorun" --nproc_per_node 2 --master_port "$port" "$train" --deepspeed_config "$config" \
+    --steps 2 --tp 2 --sequence-parallel --checkpoint-activations \
+    --set activation_checkpointing.partition_activations=true >"$tmp/sp_partitioned.log" 2>&1 ||
+    ! grep -q "a checkpointed input differs across the tensor-parallel ranks" "$tmp/sp_partitioned.log"; then
+  cat "$tmp/sp_partitioned.log"
+  echo "FAIL: partition_activations under sequence parallelism was not refused with its error"
+  exit 1
+fi
 
 python3 - "$tmp" "$steps" <<'PY'
 import json, sys
@@ -70,6 +83,17 @@ for name in ("dropout", "sp_dropout"):
         failed = True
     else:
         print(f"ok   {name} 0.1 at tp 2: checkpointed and not bitwise equal over {steps} steps")
+whole, parted = load("dropout_ckpt"), load("partitioned")
+if whole["losses"] != parted["losses"]:
+    print(f"FAIL partition_activations: losses {parted['losses']} differ from {whole['losses']}")
+    failed = True
+elif parted["checkpoint_peak_bytes"] * 2 != whole["checkpoint_peak_bytes"]:
+    print(f"FAIL partition_activations: peak checkpoint bytes {parted['checkpoint_peak_bytes']}, "
+          f"not half of {whole['checkpoint_peak_bytes']}")
+    failed = True
+else:
+    print(f"ok   partition_activations at tp 2: losses bitwise equal, peak checkpoint bytes "
+          f"{parted['checkpoint_peak_bytes']} = 1/2 x {whole['checkpoint_peak_bytes']}")
 # The runs must have trained: the reference's loss falls.
 for ref in ("base", "dp2"):
     l = load(ref)["losses"]

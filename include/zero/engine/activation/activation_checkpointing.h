@@ -11,6 +11,8 @@
 
 namespace zero {
 
+class Communicator;
+
 // What every checkpoint of one engine has saved and recomputed so far.
 struct ActivationCheckpointStats {
   int64_t checkpoints = 0;  // inputs saved by a forward (each is recomputed once in backward)
@@ -34,6 +36,10 @@ class ActivationCheckpointing {
   static std::shared_ptr<ActivationCheckpointing> process_default();
 
   const ActivationCheckpointingConfig& config() const { return config_; }
+  // partition_activations with tensor parallelism: each checkpoint keeps this rank's 1/T of its
+  // input (replicated over `group`, the tensor group) and all-gathers it for the recompute.
+  void partition_over(std::shared_ptr<Communicator> group) { partition_group_ = std::move(group); }
+  const std::shared_ptr<Communicator>& partition_group() const { return partition_group_; }
   ActivationCheckpointStats stats() const;
   // Peaks restart from what is live now (a benchmark measures one step).
   void reset_peaks();
@@ -48,6 +54,7 @@ class ActivationCheckpointing {
 
  private:
   ActivationCheckpointingConfig config_;
+  std::shared_ptr<Communicator> partition_group_;  // null: inputs are kept whole
   mutable std::mutex mutex_;
   ActivationCheckpointStats stats_;
 };
