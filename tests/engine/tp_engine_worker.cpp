@@ -238,6 +238,13 @@ void baduse(const std::shared_ptr<Communicator>& world) {
     TpNet net(42, other);
     initialize(net.ptr(), parsed, grid);
   });
+  if (tp > 1) {  // tensor ranks that built different models: refused on every rank, no hang
+    expect_throw<UsageError>("tensor ranks with other shapes", "differs from rank 0", [&] {
+      TpNet net(42, grid.tensor_group());
+      if (grid.tensor_rank() == 1) net->register_module("extra", torch::nn::Linear(2, 2));
+      initialize(net.ptr(), parsed, grid);
+    });
+  }
   if (tp > 1) {
     TpNet net(42, grid.tensor_group());
     Engine engine = initialize(net.ptr(), parsed, grid);
