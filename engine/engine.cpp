@@ -381,7 +381,10 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
         "[rank 0] ZeRO stage {} on {}: {} trainable parameters ({} elements padded), "
         "optimizer {}{}, {}",
         stage, ranks, specs.size(), padded_numel, optimizer_type, states_at, precision);
-    spdlog::info("[rank 0] memory: {}", engine.memory_report().to_string());
+    spdlog::info("[rank 0] memory{}: {}",
+                 grid && grid->tensor_size() > 1 ? " (rank 0's slices, " + grid->to_string() + ")"
+                                                 : std::string(),
+                 engine.memory_report().to_string());
   }
   return engine;
 }

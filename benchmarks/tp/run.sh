@@ -35,7 +35,7 @@ import json, re, sys
 text = [re.sub(r"^\[rank 0\] ", "", l) for l in open(sys.argv[1]) if l.startswith("[rank 0]")]
 params = next(int(l.split()[1]) for l in text if re.match(r"gpt_train: \d+ parameters", l))
 states = next(float(re.search(r"model states ([0-9.]+) MiB", l).group(1))
-              for l in text if "memory: model states" in l)
+              for l in text if re.search(r"memory( \(.*\))?: model states", l))
 summary = json.loads(next(l for l in text if l.startswith('{"first_loss"')))
 # comms_logger's table: the rows under each op name carry "... Count Total-latency(ms) ...".
 comm_ms, op = 0.0, ""

@@ -194,6 +194,8 @@ void Engine::Impl::report_progress() {
   line += ", model_states=" + mib(m.model_states_bytes());
   if (stage->stage() == 3) line += ", peak_gathered=" + mib(m.peak_gathered_params_bytes);
   if (m.host_bytes() > 0) line += ", host=" + mib(m.host_bytes());
+  if (tensor_size > 1)  // the figures are rank 0's, which holds 1/tp of each split matrix
+    line += detail::str(", grid=tp", tensor_size, "xdp", data->world_size());
   for (const auto& [name, value] : progress_fields) line += ", " + name + "=" + value;
   spdlog::info("[rank 0] {}", line);
   if (config.activation_checkpointing.profile)
