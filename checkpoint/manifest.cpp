@@ -25,6 +25,18 @@ int Manifest::find_param(const std::string& name) const {
   return -1;
 }
 
+TensorSplit Manifest::split_of(int param) const {
+  const ManifestParam& p = params.at(param);
+  TensorSplit s;
+  s.whole = p.shape;
+  if (p.split()) {
+    s.dim = p.split_dim;
+    s.stride = p.split_stride;
+    s.parts = tensor_parallel_size;
+  }
+  return s;
+}
+
 int64_t Manifest::total_state_bytes() const {
   int64_t n = 0;
   for (const auto& f : files) n += f.bytes;
@@ -45,6 +57,7 @@ json manifest_to_json(const Manifest& m) {
   j["format_version"] = m.format_version;
   j["tag"] = m.tag;
   j["world_size"] = m.world_size;
+  if (m.tensor_parallel_size > 1) j["tensor_parallel"] = {{"size", m.tensor_parallel_size}};
   j["stage"] = m.stage;
   j["precision"] = m.precision;
   j["optimizer"] = m.optimizer;
@@ -69,6 +82,7 @@ json manifest_to_json(const Manifest& m) {
   for (const auto& p : m.params) {
     json e = {{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}};
     if (!p.clean_name.empty() && p.clean_name != p.name) e["clean_name"] = p.clean_name;
+    if (p.split()) e["split"] = {{"dim", p.split_dim}, {"stride", p.split_stride}};
     params.push_back(std::move(e));
   }
   j["params"] = params;
@@ -83,11 +97,13 @@ json manifest_to_json(const Manifest& m) {
   for (const auto& f : m.files) {
     json pieces = json::array();
     for (const auto& p : f.pieces) pieces.push_back({p.param, p.begin, p.end});
-    files.push_back({{"name", f.name},
-                     {"rank", f.rank},
-                     {"bytes", f.bytes},
-                     {"crc32c", f.crc32c},
-                     {"pieces", pieces}});
+    json e = {{"name", f.name},
+              {"rank", f.rank},
+              {"bytes", f.bytes},
+              {"crc32c", f.crc32c},
+              {"pieces", pieces}};
+    if (m.tensor_parallel_size > 1) e["tensor_rank"] = f.tensor_rank;
+    files.push_back(std::move(e));
   }
   j["files"] = files;
   return j;
@@ -174,6 +190,14 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
   m.tag = f.string(f.at(j, "tag", ""), "tag");
   if (!is_safe_component(m.tag)) f.fail("tag", "'" + m.tag + "' is not a plain directory name");
   m.world_size = static_cast<int>(f.integer(f.at(j, "world_size", ""), "world_size", 1, 1 << 20));
+  if (j.contains("tensor_parallel")) {
+    if (m.format_version < 2) f.fail("tensor_parallel", "needs format version 2");
+    m.tensor_parallel_size =
+        static_cast<int>(f.integer(f.at(j["tensor_parallel"], "size", "tensor_parallel"),
+                                   "tensor_parallel.size", 1, m.world_size));
+    if (m.world_size % m.tensor_parallel_size != 0)
+      f.fail("tensor_parallel.size", "does not divide world_size");
+  }
   m.stage = static_cast<int>(f.integer(f.at(j, "stage", ""), "stage", 0, 3));
   m.precision = f.string(f.at(j, "precision", ""), "precision");
   if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16")
@@ -225,6 +249,15 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
     p.dtype = f.dtype(f.at(params[i], "dtype", path), path + ".dtype");
     if (m.find_param(p.name) >= 0) f.fail(path + ".name", "'" + p.name + "' appears twice");
     p.clean_name = f.clean_name(params[i], path, p.name);
+    if (params[i].contains("split")) {
+      const json& sp = params[i]["split"];
+      p.split_dim = f.integer(f.at(sp, "dim", path + ".split"), path + ".split.dim", 0,
+                              static_cast<int64_t>(p.shape.size()) - 1);
+      p.split_stride =
+          f.integer(f.at(sp, "stride", path + ".split"), path + ".split.stride", 1, 1 << 20);
+      if (p.shape[p.split_dim] % (p.split_stride * m.tensor_parallel_size) != 0)
+        f.fail(path + ".split", "the split dimension is not divisible by stride x tensor ranks");
+    }
     m.params.push_back(std::move(p));
   }
   const json& buffers = f.at(j, "buffers", "");
@@ -264,6 +297,9 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
     file.rank = static_cast<int>(f.integer(f.at(files[r], "rank", path), path + ".rank"));
     if (file.rank != static_cast<int>(r)) f.fail(path + ".rank", "files must be in rank order");
     file.bytes = f.integer(f.at(files[r], "bytes", path), path + ".bytes");
+    if (files[r].contains("tensor_rank"))
+      file.tensor_rank = static_cast<int>(
+          f.integer(files[r]["tensor_rank"], path + ".tensor_rank", 0, m.tensor_parallel_size - 1));
     file.crc32c = static_cast<uint32_t>(
         f.integer(f.at(files[r], "crc32c", path), path + ".crc32c", 0, 0xffffffffLL));
     const json& pieces = f.at(files[r], "pieces", path);
@@ -275,7 +311,8 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
       ManifestPiece piece;
       piece.param = static_cast<int>(
           f.integer(pieces[k][0], pp + "[0]", 0, static_cast<int64_t>(m.params.size()) - 1));
-      const int64_t numel = m.params[piece.param].numel();
+      const ManifestParam& param = m.params[piece.param];  // pieces of a split one: its slice
+      const int64_t numel = param.numel() / (param.split() ? m.tensor_parallel_size : 1);
       piece.begin = f.integer(pieces[k][1], pp + "[1]", 0, numel);
       piece.end = f.integer(pieces[k][2], pp + "[2]", piece.begin + 1, numel);
       file.pieces.push_back(piece);

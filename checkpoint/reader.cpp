@@ -44,10 +44,17 @@ CheckpointReader::CheckpointReader(std::string dir)
     : dir_(std::move(dir)), manifest_(read_manifest(dir_)) {
   files_.resize(manifest_.files.size());
   covers_.resize(manifest_.params.size());
+  for (size_t k = 0; k < manifest_.params.size(); ++k)
+    covers_[k].resize(manifest_.params[k].split() ? manifest_.tensor_parallel_size : 1);
   for (const auto& f : manifest_.files)
-    for (const auto& p : f.pieces) covers_[p.param].push_back({f.rank, p.begin, p.end});
-  for (auto& c : covers_)
-    std::sort(c.begin(), c.end(), [](const Cover& a, const Cover& b) { return a.begin < b.begin; });
+    for (const auto& p : f.pieces) {
+      const int slice = manifest_.params[p.param].split() ? f.tensor_rank : 0;
+      covers_[p.param][slice].push_back({f.rank, p.begin, p.end});
+    }
+  for (auto& per_param : covers_)
+    for (auto& c : per_param)
+      std::sort(c.begin(), c.end(),
+                [](const Cover& a, const Cover& b) { return a.begin < b.begin; });
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -69,9 +76,17 @@ SafetensorsReader& CheckpointReader::file(int rank) {
 
 void CheckpointReader::read_state(const std::string& kind, int param, int64_t begin, int64_t end,
                                   float* out) {
+  if (!manifest_.params.at(param).split()) return read_slice(kind, param, 0, begin, end, out);
+  for (const TensorSplit::Run& r : manifest_.split_of(param).runs_of_whole(begin, end))
+    read_slice(kind, param, r.rank, r.slice_begin, r.slice_begin + r.length,
+               out + (r.whole_begin - begin));
+}
+
+void CheckpointReader::read_slice(const std::string& kind, int param, int tensor_rank,
+                                  int64_t begin, int64_t end, float* out) {
   const ManifestParam& p = manifest_.params.at(param);
   int64_t at = begin;
-  for (const Cover& c : covers_[param]) {
+  for (const Cover& c : covers_[param].at(tensor_rank)) {
     if (c.end <= at || c.begin >= end) continue;
     if (c.begin > at) break;  // a hole before this piece
     const int64_t stop = std::min(end, c.end);
@@ -89,8 +104,10 @@ void CheckpointReader::read_state(const std::string& kind, int param, int64_t be
     if (at == end) return;
   }
   if (at < end)
-    throw detail::checkpoint_error(dir_, "elements [", at, ", ", end, ") of '", p.name,
-                                   "' are in no rank file of the manifest");
+    throw detail::checkpoint_error(
+        dir_, "elements [", at, ", ", end, ") of '", p.name, "'",
+        p.split() ? ::zero::detail::str(" (tensor rank ", tensor_rank, "'s slice)") : std::string(),
+        " are in no rank file of the manifest");
 }
 
 const TensorInfo* CheckpointReader::find_tensor(int rank, const std::string& name) {

@@ -79,8 +79,8 @@ namespace zero::detail {
 
 void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what) {
   ZERO_CHECK(s.tensor_size == 1, UsageError, what, ": not yet with tensor parallelism (",
-             s.tensor_size, " tensor-parallel ranks); the checkpoint format does not record ",
-             "slices yet");
+             s.tensor_size, " tensor-parallel ranks); load_checkpoint reads a checkpoint at any ",
+             "grid");
 }
 
 }  // namespace zero::detail

@@ -71,8 +71,11 @@ std::string print_files(const ckpt::Manifest& m, const std::string& dir) {
     }
     char crc[16];
     std::snprintf(crc, sizeof crc, "%08x", f.crc32c);
-    std::printf("  %-24s %16s bytes  crc32c %s  %zu pieces%s\n", shown(f.name).c_str(),
-                grouped(f.bytes).c_str(), crc, f.pieces.size(), note.c_str());
+    const std::string of_tensor_rank =
+        m.tensor_parallel_size > 1 ? detail::str("  tensor rank ", f.tensor_rank) : std::string();
+    std::printf("  %-24s %16s bytes  crc32c %s  %zu pieces%s%s\n", shown(f.name).c_str(),
+                grouped(f.bytes).c_str(), crc, f.pieces.size(), of_tensor_rank.c_str(),
+                note.c_str());
   }
   std::fflush(stdout);
   return problem;
@@ -101,8 +104,12 @@ void print_manifest(const ckpt::Manifest& m, const std::string& dir) {
   std::cout << "checkpoint:    " << dir << "\n"
             << "tag:           " << shown(m.tag) << "  (format version " << m.format_version
             << ")\n"
-            << "world size:    " << m.world_size << "\n"
-            << "stage:         " << m.stage << "\n"
+            << "world size:    " << m.world_size << "\n";
+  if (m.tensor_parallel_size > 1)
+    std::cout << "tensor parallel: " << m.tensor_parallel_size
+              << " (each tensor rank's files hold its slices of the split parameters; the "
+                 "shapes below are the whole tensors')\n";
+  std::cout << "stage:         " << m.stage << "\n"
             << "precision:     " << m.precision << "\n"
             << "optimizer:     " << shown(m.optimizer) << "\n"
             << "state kinds:   " << kinds << "\n"

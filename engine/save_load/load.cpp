@@ -10,6 +10,7 @@
 #include <zero/checkpoint/reader.h>
 #include <zero/comm/process_group.h>
 #include <zero/text.h>
+#include <zero/tp/random.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -41,8 +42,7 @@ std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
       continue;
     }
     used[k] = true;
-    const auto sizes = s.params[i].sizes();
-    const std::vector<int64_t> shape(sizes.begin(), sizes.end());
+    const std::vector<int64_t> shape = detail::whole_shape(s, static_cast<int>(i));
     if (shape != m.params[k].shape) {
       problems.push_back("'" + s.names[i] + "' has shape " + shape_text(shape) +
                          " in the model but " + shape_text(m.params[k].shape) +
@@ -74,7 +74,8 @@ std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
 bool read_full_parameters(const Engine::Impl& s, at::Device device) {
   const int stage = s.stage->stage();
   const int world = s.comm->world_size();
-  if (world == 1 || (stage != 1 && stage != 2)) return false;
+  // With tensor parallelism the stage's all-gather over the data group fills the slices.
+  if (world == 1 || (stage != 1 && stage != 2) || s.tensor_size > 1) return false;
   bool one_node = false;
   try {
     const RankEnv env = detect_rank_env();
@@ -84,6 +85,44 @@ bool read_full_parameters(const Engine::Impl& s, at::Device device) {
   const bool mine = device.is_cpu() && one_node;
   const auto all = detail::all_gather_values(*s.comm, {mine ? 1 : 0}, device);
   return std::count(all.begin(), all.end(), 0) == 0;
+}
+
+// Elements [begin, end) of the model's parameter `param` (with tensor parallelism: of this
+// rank's slice) from checkpoint parameter `k`, into `dst`: its own slice's pieces when the
+// checkpoint was split the same way, else through the whole tensor's coordinates.
+void read_param_range(const Engine::Impl& s, const ckpt::Manifest& m, detail::StateReader& into,
+                      const std::string& kind, int param, int k, int64_t begin, int64_t end,
+                      const at::Tensor& dst) {
+  const detail::SplitLayout* split = detail::split_of(s, param);
+  if (!split) return into.read(kind, k, begin, end, dst);  // its own coordinates are the whole's
+  const ckpt::ManifestParam& saved = m.params[k];
+  if (m.tensor_parallel_size == s.tensor_size && saved.split_dim == split->dim &&
+      saved.split_stride == split->stride)
+    return into.read(kind, k, begin, end, dst, s.tensor_rank);
+  const ckpt::TensorSplit mine{detail::whole_shape(s, param), split->dim, split->stride,
+                               s.tensor_size};
+  for (const ckpt::TensorSplit::Run& r : mine.runs_of_slice(s.tensor_rank, begin, end))
+    into.read(kind, k, r.whole_begin, r.whole_begin + r.length,
+              dst.narrow(0, r.slice_begin - begin, r.length));
+}
+
+// zero::tp::rng_tracker()'s seed and its CPU and `device` states from rank `rank`'s file, when
+// the saving run had seeded it.
+void restore_tracker(ckpt::CheckpointReader& reader, int rank, const at::Device& device) {
+  const std::string prefix = ckpt::kTpRngPrefix;
+  if (!reader.find_tensor(rank, prefix + "seed")) return;
+  int64_t seed = 0;
+  reader.read_tensor(rank, prefix + "seed", ckpt::DType::kI64, sizeof seed, &seed);
+  tp::RngTracker::State state;
+  state.seed = static_cast<uint64_t>(seed);
+  for (const std::string key : {std::string("cpu"), device.str()}) {
+    const ckpt::TensorInfo* t = reader.find_tensor(rank, prefix + key);
+    if (!t || t->dtype != ckpt::DType::kU8 || state.states.count(key)) continue;
+    at::Tensor bytes = at::empty({t->numel()}, at::TensorOptions().dtype(at::kByte));
+    reader.read_tensor(rank, prefix + key, ckpt::DType::kU8, t->nbytes(), bytes.data_ptr());
+    state.states[key] = bytes;
+  }
+  tp::rng_tracker().set_state(state);
 }
 
 void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) {
@@ -123,7 +162,6 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
                                                         const std::string& tag,
                                                         const LoadOptions& options) {
   Impl& s = *impl_;
-  detail::refuse_tensor_parallel(s, "load_checkpoint");
   const int rank = s.comm->rank();
   const at::Device device = s.params[0].device();
   const auto started = std::chrono::steady_clock::now();
@@ -150,10 +188,12 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const bool load_optimizer = options.load_optimizer_states && !module_only;
 
   detail::agree(s, "checking " + *dir, device, [&] {
-    ZERO_CHECK(options.allow_reshard || (m.world_size == s.comm->world_size() && m.stage == stage),
+    ZERO_CHECK(options.allow_reshard || (m.world_size == s.comm->world_size() && m.stage == stage &&
+                                         m.tensor_parallel_size == s.tensor_size),
                CheckpointError, "load_checkpoint: ", *dir, " was saved by ", m.world_size,
-               " ranks at ZeRO stage ", m.stage, "; this job has ", s.comm->world_size(),
-               " ranks at stage ", stage, " and allow_reshard is false");
+               " ranks (tensor parallelism ", m.tensor_parallel_size, ") at ZeRO stage ", m.stage,
+               "; this job has ", s.comm->world_size(), " ranks (tensor parallelism ",
+               s.tensor_size, ") at stage ", stage, " and allow_reshard is false");
     const std::vector<std::string> kinds = s.optimizer->state_kinds();
     if (load_optimizer)
       for (const auto& k : kinds)
@@ -178,10 +218,12 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const bool read_params = read_full_parameters(s, device);
   detail::agree(s, "reading " + *dir, device, [&] {
     detail::StateReader into(*reader);
-    const std::vector<StatePiece> pieces = detail::held_pieces(s.stage->layout(), stage, rank);
-    const std::vector<detail::ParamPart> rest = read_params
-                                                    ? detail::unheld_parts(s.stage->layout(), rank)
-                                                    : std::vector<detail::ParamPart>{};
+    // The layout shards over the data group: this rank's place in it.
+    const int data_rank = s.data->rank();
+    const std::vector<StatePiece> pieces = detail::held_pieces(s.stage->layout(), stage, data_rank);
+    const std::vector<detail::ParamPart> rest =
+        read_params ? detail::unheld_parts(s.stage->layout(), data_rank)
+                    : std::vector<detail::ParamPart>{};
     int64_t total = 0;
     for (const StatePiece& p : pieces)
       total += (p.param_end - p.param_begin) * 4 * (load_optimizer ? 1 + kinds.size() : 1);
@@ -191,8 +233,8 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     for (const StatePiece& p : pieces) {
       const int64_t n = p.param_end - p.param_begin;
       auto fill = [&](const std::string& kind, const at::Tensor& state) {
-        into.read(kind, index[p.param], p.param_begin, p.param_end,
-                  state.narrow(0, p.state_offset, n));
+        read_param_range(s, m, into, kind, p.param, index[p.param], p.param_begin, p.param_end,
+                         state.narrow(0, p.state_offset, n));
         if (progress) progress->advance(n * 4);
       };
       fill("master", shards[p.shard].master);
@@ -203,8 +245,8 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     }
     for (const detail::ParamPart& p : rest) {
       const at::Tensor flat = s.params[p.param].detach().view({-1});
-      into.read("master", index[p.param], p.elems.begin, p.elems.end,
-                flat.narrow(0, p.elems.begin, p.elems.numel()));
+      read_param_range(s, m, into, "master", p.param, index[p.param], p.elems.begin, p.elems.end,
+                       flat.narrow(0, p.elems.begin, p.elems.numel()));
       if (progress) progress->advance(p.elems.numel() * 4);
     }
     load_buffers(s, *reader, options.load_module_strict);
@@ -246,11 +288,14 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
         std::lock_guard<std::mutex> lock(gen.mutex());
         gen.set_state(state);
       }
+      // The tensor-parallel tracker's streams, when the grid is the same.
+      if (m.tensor_parallel_size == s.tensor_size && m.world_size == s.comm->world_size())
+        restore_tracker(*reader, rank, device);
     }
   }
   // A reshard changes batch sizes and stage by design; otherwise a config change is worth a note.
   if (rank == 0 && m.world_size == s.comm->world_size() && m.stage == stage &&
-      m.config_hash != detail::config_hash(s.config))
+      m.tensor_parallel_size == s.tensor_size && m.config_hash != detail::config_hash(s.config))
     spdlog::warn(
         "[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
         "{}); continuing with this job's config",

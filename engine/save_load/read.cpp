@@ -16,12 +16,18 @@ StateReader::StateReader(ckpt::CheckpointReader& reader, int64_t chunk_numel)
 }
 
 void StateReader::read(const std::string& kind, int param, int64_t begin, int64_t end,
-                       const at::Tensor& dst) {
+                       const at::Tensor& dst, int tensor_rank) {
+  auto read_into = [&](int64_t b, int64_t e, float* out) {
+    if (tensor_rank < 0)
+      reader_.read_state(kind, param, b, e, out);
+    else
+      reader_.read_slice(kind, param, tensor_rank, b, e, out);
+  };
   const int64_t n = end - begin;
   ZERO_ASSERT(dst.dim() == 1 && dst.numel() == n, "reading ", n, " elements into a tensor of ",
               dst.sizes());
   if (dst.is_cpu() && dst.scalar_type() == at::kFloat && dst.is_contiguous()) {
-    reader_.read_state(kind, param, begin, end, dst.data_ptr<float>());
+    read_into(begin, end, dst.data_ptr<float>());
     return;
   }
   const int64_t chunk = std::min(n, chunk_numel_);
@@ -29,7 +35,7 @@ void StateReader::read(const std::string& kind, int param, int64_t begin, int64_
   const auto fp32 = at::TensorOptions().dtype(at::kFloat);
   for (int64_t done = 0; done < n; done += chunk) {
     const int64_t m = std::min(chunk, n - done);
-    reader_.read_state(kind, param, begin + done, begin + done + m, staging_.data());
+    read_into(begin + done, begin + done + m, staging_.data());
     // A synchronous copy: the chunk is free to be refilled when copy_ returns.
     dst.narrow(0, done, m).copy_(at::from_blob(staging_.data(), {m}, fp32));
     staged_numel_ += m;

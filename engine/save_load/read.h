@@ -23,7 +23,9 @@ class StateReader {
   // Elements [begin, end) of state `kind` of checkpoint parameter `param` into `dst`: 1-D with
   // end - begin elements, of any dtype (cast from fp32 as copy_ casts) and on any device. Throws
   // CheckpointError as CheckpointReader::read_state does.
-  void read(const std::string& kind, int param, int64_t begin, int64_t end, const at::Tensor& dst);
+  // With tensor_rank >= 0: [begin, end) of that tensor rank's slice (CheckpointReader::read_slice).
+  void read(const std::string& kind, int param, int64_t begin, int64_t end, const at::Tensor& dst,
+            int tensor_rank = -1);
 
   // Elements that went through the staging chunk so far, and the chunk's size (tests).
   int64_t staged_numel() const { return staged_numel_; }

@@ -9,6 +9,7 @@
 #include <zero/checkpoint/safetensors.h>
 #include <zero/comm/process_group.h>
 #include <zero/engine/clean_names.h>
+#include <zero/tp/random.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -60,7 +61,6 @@ void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device devi
 // (rank 0, or every rank with node-local storage) the model's buffers and frozen parameters.
 ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
                                  std::vector<at::Tensor>& keep_alive) {
-  const FlatLayout& layout = s.stage->layout();
   const std::vector<OptimizerShard> shards = s.optimizer_shards();
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
   // Host copies of each shard's states: [master, states...].
@@ -72,7 +72,7 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
     for (const at::Tensor& t : host[g]) keep_alive.push_back(t);
   }
   std::vector<ckpt::TensorToWrite> tensors;
-  for (const StatePiece& p : detail::saved_pieces(layout, s.stage->stage(), s.comm->rank())) {
+  for (const StatePiece& p : detail::saved_pieces(s, s.data->rank(), s.tensor_rank)) {
     const int64_t n = p.param_end - p.param_begin;
     for (size_t k = 0; k <= kinds.size(); ++k) {
       const std::string& kind = k == 0 ? std::string("master") : kinds[k - 1];
@@ -102,6 +102,19 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
     keep_alive.push_back(rng);
     tensors.push_back({name, ckpt::DType::kU8, {rng.numel()}, rng.data_ptr()});
   }
+  const tp::RngTracker::State tracker = tp::rng_tracker().state();
+  if (tracker.seed) {
+    at::Tensor seed = at::full({1}, static_cast<int64_t>(*tracker.seed), at::kLong);
+    keep_alive.push_back(seed);
+    tensors.push_back(
+        {std::string(ckpt::kTpRngPrefix) + "seed", ckpt::DType::kI64, {1}, seed.data_ptr()});
+    for (const auto& [device, state] : tracker.states) {
+      const at::Tensor bytes = state.contiguous();
+      keep_alive.push_back(bytes);
+      tensors.push_back(
+          {ckpt::kTpRngPrefix + device, ckpt::DType::kU8, {bytes.numel()}, bytes.data_ptr()});
+    }
+  }
   int64_t total = 0;
   for (const auto& t : tensors) {
     int64_t n = ckpt::dtype_bytes(t.dtype);
@@ -119,10 +132,12 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
 ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
                               const nlohmann::json& client_state,
                               const std::vector<int64_t>& digests) {
-  const FlatLayout& layout = s.stage->layout();
   ckpt::Manifest m;
   m.tag = tag;
   m.world_size = s.comm->world_size();
+  m.tensor_parallel_size = s.tensor_size;
+  m.format_version = s.tensor_size > 1 ? 2 : 1;  // version 1 readers keep reading the rest
+  const int data_size = s.data->world_size();
   m.stage = s.stage->stage();
   m.precision = detail::precision_name(s.compute_dtype);
   m.optimizer = s.config.optimizer.type;
@@ -143,8 +158,13 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
   const CleanNames clean(*s.model);
   for (size_t i = 0; i < s.params.size(); ++i) {
     const at::Tensor& p = s.params[i];
-    m.params.push_back({s.names[i], std::vector<int64_t>(p.sizes().begin(), p.sizes().end()),
-                        detail::safetensors_dtype(p.scalar_type()), clean(s.names[i])});
+    ckpt::ManifestParam mp{s.names[i], detail::whole_shape(s, static_cast<int>(i)),
+                           detail::safetensors_dtype(p.scalar_type()), clean(s.names[i])};
+    if (const detail::SplitLayout* split = detail::split_of(s, static_cast<int>(i))) {
+      mp.split_dim = split->dim;
+      mp.split_stride = split->stride;
+    }
+    m.params.push_back(std::move(mp));
   }
   for (const auto& [name, t] : detail::module_buffers(s))
     m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
@@ -155,7 +175,10 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
     f.rank = r;
     f.bytes = digests[3 * r + 1];
     f.crc32c = static_cast<uint32_t>(digests[3 * r + 2]);
-    for (const StatePiece& p : detail::saved_pieces(layout, m.stage, r))
+    // The grid's rank order (ParallelGrid): tensor fastest, then data.
+    const int tensor_rank = r % s.tensor_size, data_rank = r / s.tensor_size % data_size;
+    f.tensor_rank = tensor_rank;
+    for (const StatePiece& p : detail::saved_pieces(s, data_rank, tensor_rank))
       f.pieces.push_back({p.param, p.param_begin, p.param_end});
     m.files.push_back(std::move(f));
   }
@@ -167,8 +190,11 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
 std::string Engine::save_checkpoint(const std::string& save_dir, const std::string& tag_in,
                                     const nlohmann::json& client_state) {
   Impl& s = *impl_;
-  detail::refuse_tensor_parallel(s, "save_checkpoint");
   const int rank = s.comm->rank();
+  for (const auto& [name, t] : detail::module_buffers(s))
+    ZERO_CHECK(s.tensor_size == 1 || !s.split_dims.count(t.unsafeGetTensorImpl()), UsageError,
+               "save_checkpoint: '", name, "' is a frozen tensor-parallel slice; checkpoints do ",
+               "not save frozen slices yet (train it, or save it with save_16bit_model)");
   ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
              UsageError,
              "save_checkpoint: call it on a gradient accumulation boundary (after the "

@@ -34,6 +34,26 @@ std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int ra
   return shard_pieces(layout, rank, /*offsets_in_buffer=*/stage == 0);
 }
 
+std::vector<StatePiece> saved_pieces(const Engine::Impl& s, int data_rank, int tensor_rank) {
+  std::vector<StatePiece> out;
+  for (const StatePiece& p : saved_pieces(s.stage->layout(), s.stage->stage(), data_rank))
+    if (tensor_rank == 0 || split_of(s, p.param)) out.push_back(p);
+  return out;
+}
+
+const SplitLayout* split_of(const Engine::Impl& s, int param) {
+  if (s.tensor_size == 1) return nullptr;
+  const auto it = s.split_dims.find(s.params.at(param).unsafeGetTensorImpl());
+  return it == s.split_dims.end() ? nullptr : &it->second;
+}
+
+std::vector<int64_t> whole_shape(const Engine::Impl& s, int param) {
+  const at::Tensor& p = s.params.at(param);
+  std::vector<int64_t> shape(p.sizes().begin(), p.sizes().end());
+  if (const SplitLayout* split = split_of(s, param)) shape[split->dim] *= s.tensor_size;
+  return shape;
+}
+
 std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int rank) {
   if (stage != 0) return shard_pieces(layout, rank, /*offsets_in_buffer=*/false);
   std::vector<StatePiece> out;

@@ -33,6 +33,14 @@ struct ParamPart {
 // The pieces rank `rank` saves: its layout shard of every parameter (stage 0 holds everything
 // but saves only that part, so the ranks share the writing).
 std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int rank);
+// With tensor parallelism: the pieces the rank at (data_rank, tensor_rank) of the grid saves: its
+// layout shard of its slices, and of the replicated parameters only on tensor rank 0 (every
+// tensor rank holds the same values).
+std::vector<StatePiece> saved_pieces(const Engine::Impl& s, int data_rank, int tensor_rank);
+// How the tensor group splits layout parameter `param` (nullptr: not split, or no tp).
+const SplitLayout* split_of(const Engine::Impl& s, int param);
+// The whole tensor's shape of layout parameter `param` (its slice's shape x tp along the split).
+std::vector<int64_t> whole_shape(const Engine::Impl& s, int param);
 // The pieces this rank's optimizer state covers: its shard (stages 1-3) or everything (stage 0).
 std::vector<StatePiece> held_pieces(const FlatLayout& layout, int stage, int rank);
 // The elements of every parameter outside rank `rank`'s layout shard: what stages 1-2

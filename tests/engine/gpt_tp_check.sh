@@ -9,7 +9,9 @@
 # every step's loss equal to 1e-5 (relative), for STEPS steps (default 20). With dropout 0.1 at
 # tp 2 (each rank's heads draw from the model-parallel RNG tracker), the run with every block
 # checkpointed has the losses of the run without, bit for bit; with sequence parallelism too.
-# activation_checkpointing.partition_activations at tp 2: the same losses bit for bit, half the
+# A run with dropout at tp 2 saved halfway and resumed (gpt_train --save_dir: the checkpoint
+# carries the tensor-parallel RNG tracker's streams) has the uninterrupted run's losses, bit for
+# bit. activation_checkpointing.partition_activations at tp 2: the same losses bit for bit, half the
 # peak bytes of saved checkpoint inputs; refused (with a clear error) under sequence parallelism,
 # whose block inputs differ across the tensor ranks. The learning rate
 # peaks at 0.003: with the config's 0.01 the loss spikes at step 13, where any two reduction
@@ -19,10 +21,10 @@ zerorun=$1 train=$2 config=$3 port=$4 steps=${5:-20}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-run() {  # NAME WORLD TP STAGE [MORE gpt_train FLAGS]
+run() {  # NAME WORLD TP STAGE [MORE gpt_train FLAGS] (RUN_STEPS: other than STEPS)
   local log=$tmp/$1.log
   if ! "$zerorun" --nproc_per_node "$2" --master_port "$port" "$train" --deepspeed_config "$config" \
-      --steps "$steps" --tp "$3" --set zero_optimization.stage="$4" \
+      --steps "${RUN_STEPS:-$steps}" --tp "$3" --set zero_optimization.stage="$4" \
       --set scheduler.params.warmup_max_lr=0.003 --json_summary "${@:5}" >"$log" 2>&1; then
     cat "$log"
     echo "FAIL: $1 (world $2, tp $3, stage $4) exited non-zero"
@@ -43,6 +45,9 @@ run sp2dp2 4 2 2 --sequence-parallel
 run dropout 2 2 3 --dropout 0.1
 run dropout_ckpt 2 2 3 --dropout 0.1 --checkpoint-activations
 run sp_dropout 2 2 3 --dropout 0.1 --sequence-parallel
+RUN_STEPS=$((steps / 2)) run resume_first 2 2 3 --dropout 0.1 --save_dir "$tmp/ckpt"
+run resumed 2 2 3 --dropout 0.1 --save_dir "$tmp/ckpt"
+grep -q "resumed from" "$tmp/resumed.log" || { cat "$tmp/resumed.log"; echo "FAIL: did not resume"; exit 1; }
 run sp_dropout_ckpt 2 2 3 --dropout 0.1 --sequence-parallel --checkpoint-activations
 run partitioned 2 2 3 --dropout 0.1 --checkpoint-activations \
   --set activation_checkpointing.partition_activations=true
@@ -83,6 +88,14 @@ for name in ("dropout", "sp_dropout"):
         failed = True
     else:
         print(f"ok   {name} 0.1 at tp 2: checkpointed and not bitwise equal over {steps} steps")
+half = steps // 2
+resumed = load("resume_first")["losses"] + load("resumed")["losses"]
+if resumed != load("dropout")["losses"]:
+    print(f"FAIL resumed at step {half} with dropout at tp 2: losses {resumed} differ from "
+          f"{load('dropout')['losses']}")
+    failed = True
+else:
+    print(f"ok   saved at step {half} and resumed with dropout at tp 2: the same {steps} losses")
 whole, parted = load("dropout_ckpt"), load("partitioned")
 if whole["losses"] != parted["losses"]:
     print(f"FAIL partition_activations: losses {parted['losses']} differ from {whole['losses']}")

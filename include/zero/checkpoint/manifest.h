@@ -3,6 +3,8 @@
 // safetensors file carries), as JSON, validated on read since a checkpoint may be untrusted.
 #pragma once
 
+#include <zero/checkpoint/tensor_split.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -12,7 +14,9 @@
 
 namespace zero::ckpt {
 
-constexpr int kFormatVersion = 1;
+// Version 2 adds tensor parallelism (written only when the saving job had it; version 1
+// otherwise, so older readers keep reading those).
+constexpr int kFormatVersion = 2;
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kLatestFile = "latest";
 
@@ -22,7 +26,12 @@ struct ManifestParam {
   std::vector<int64_t> shape;
   std::string dtype;       // the model's dtype while training: "F32", "BF16", "F16"
   std::string clean_name;  // the model's own name, without our wrappers' segments ("" = name)
-  int64_t numel() const;
+  // Split over the tensor-parallel ranks (dim >= 0): `shape` is the whole tensor's; each
+  // tensor rank's files hold pieces of its slice, in the slice's coordinates (TensorSplit).
+  int64_t split_dim = -1;
+  int64_t split_stride = 1;
+  bool split() const { return split_dim >= 0; }
+  int64_t numel() const;  // of the whole tensor
 };
 
 // A buffer or frozen parameter of the model, saved whole in rank 0's file as `module:<name>`.
@@ -46,6 +55,7 @@ struct ManifestFile {
   int64_t bytes = 0;
   uint32_t crc32c = 0;
   std::vector<ManifestPiece> pieces;
+  int tensor_rank = 0;  // whose slices its pieces of split parameters are
 };
 
 struct LossScalerState {
@@ -59,6 +69,7 @@ struct Manifest {
   int format_version = kFormatVersion;
   std::string tag;
   int world_size = 1;
+  int tensor_parallel_size = 1;  // the saving grid's tensor-parallel degree
   int stage = 0;
   std::string precision;                 // "fp32", "bf16", "fp16"
   std::string optimizer;                 // "AdamW", "Adam", "SGD"
@@ -73,7 +84,9 @@ struct Manifest {
   std::vector<ManifestFile> files;  // files[r] is rank r's
 
   int find_param(const std::string& name) const;  // -1 when absent
-  int64_t total_state_bytes() const;              // sum of files[].bytes
+  // Parameter `param`'s split over this checkpoint's tensor ranks (parts 1 when not split).
+  TensorSplit split_of(int param) const;
+  int64_t total_state_bytes() const;  // sum of files[].bytes
 };
 
 nlohmann::json manifest_to_json(const Manifest& m);
@@ -90,5 +103,8 @@ std::string buffer_tensor_name(const std::string& name);  // "module:<name>"
 constexpr const char* kRngTensor = "rng:cpu";
 // The generator of the CUDA device the parameters are on (dropout on a GPU draws from it).
 constexpr const char* kCudaRngTensor = "rng:cuda";
+// The tensor-parallel RNG tracker (zero::tp::rng_tracker): "rng:tp:seed" (I64 [1]) and one U8
+// state per device it has forked on, "rng:tp:<device>" (e.g. rng:tp:cpu).
+constexpr const char* kTpRngPrefix = "rng:tp:";
 
 }  // namespace zero::ckpt

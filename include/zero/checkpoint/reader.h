@@ -33,7 +33,13 @@ class CheckpointReader {
   // Elements [begin, end) of state `kind` (a manifest state kind) of parameter `param`, fp32,
   // gathered from every piece that covers them. Throws when a range is not covered or a file is
   // missing, truncated or does not hold the tensors the manifest names.
+  // Coordinates are the whole tensor's, also for a parameter split over tensor ranks (its
+  // slices' pieces are read where the whole's elements sit).
   void read_state(const std::string& kind, int param, int64_t begin, int64_t end, float* out);
+  // The same in the coordinates of tensor rank `tensor_rank`'s slice of a split parameter
+  // (tensor_rank 0 and whole coordinates for one that is not split).
+  void read_slice(const std::string& kind, int param, int tensor_rank, int64_t begin, int64_t end,
+                  float* out);
   // Rank `rank`'s file's tensor `name`, checked to have `dtype` and `bytes` bytes.
   void read_tensor(int rank, const std::string& name, DType dtype, int64_t bytes, void* out);
   // The tensor's info in rank `rank`'s file, or nullptr.
@@ -53,7 +59,8 @@ class CheckpointReader {
   std::string dir_;
   Manifest manifest_;
   std::vector<std::unique_ptr<SafetensorsReader>> files_;  // by rank, opened on first use
-  std::vector<std::vector<Cover>> covers_;                 // by parameter, sorted by begin
+  // By parameter, then slice (tensor rank; one for a parameter that is not split), by begin.
+  std::vector<std::vector<std::vector<Cover>>> covers_;
   int64_t bytes_read_ = 0;
 };
 
