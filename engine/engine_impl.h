@@ -52,10 +52,7 @@ using SplitDims = std::unordered_map<const c10::TensorImpl*, SplitLayout>;
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
 // `slice` of a parameter split as `layout` says over `tensor_group`: the whole tensor, assembled
 // from every tensor rank's slice. Collective over the group.
-at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice,
-                           SplitLayout layout);
-// UsageError naming `what` when the engine trains with tensor parallelism > 1.
-void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what);
+at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, SplitLayout layout);
 void unregister_engine_model(const Engine::Impl* impl);
 Engine::Impl* engine_of(const torch::nn::Module& model);
 }  // namespace detail
@@ -67,8 +64,8 @@ struct Engine::Impl {
   // The data-parallel group ZeRO shards over: comm itself without tensor parallelism.
   std::shared_ptr<Communicator> data;
   int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
-  std::shared_ptr<Communicator> tensor;   // the tensor-parallel group (null without a grid)
-  detail::SplitDims split_dims;           // the parameters the tensor group splits, and along what
+  std::shared_ptr<Communicator> tensor;  // the tensor-parallel group (null without a grid)
+  detail::SplitDims split_dims;          // the parameters the tensor group splits, and along what
   std::vector<at::Tensor> params;        // layout order
   std::vector<std::string> names;        // layout order
   std::vector<ShardedImpl*> wrappers;

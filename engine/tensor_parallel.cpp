@@ -74,13 +74,3 @@ ParallelGrid parallel_grid(const std::string& config_path, Backend backend) {
 }
 
 }  // namespace zero
-
-namespace zero::detail {
-
-void refuse_tensor_parallel(const Engine::Impl& s, const std::string& what) {
-  ZERO_CHECK(s.tensor_size == 1, UsageError, what, ": not yet with tensor parallelism (",
-             s.tensor_size, " tensor-parallel ranks); load_checkpoint reads a checkpoint at any ",
-             "grid");
-}
-
-}  // namespace zero::detail

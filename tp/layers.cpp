@@ -26,6 +26,16 @@ int64_t part_of(int64_t whole, const Communicator& group, const char* layer, con
   return whole / t;
 }
 
+// A whole layer to split must have the sizes and bias the options say.
+void check_whole(const torch::nn::LinearImpl& whole, int64_t in, int64_t out, bool bias,
+                 const char* layer) {
+  ZERO_CHECK(whole.weight.dim() == 2 && whole.weight.size(0) == out && whole.weight.size(1) == in,
+             UsageError, layer, ": the whole layer's weight is ", whole.weight.sizes(),
+             " but the options say in_features ", in, ", out_features ", out);
+  ZERO_CHECK(whole.bias.defined() == bias, UsageError, layer, ": the whole layer ",
+             whole.bias.defined() ? "has" : "has no", " bias but the options say bias(", bias, ")");
+}
+
 }  // namespace
 
 at::Tensor slice_of_whole(const at::Tensor& whole, int64_t dim, int64_t stride, int rank,
@@ -53,7 +63,16 @@ void init_from_whole(const SplitParameter& split, const Communicator& group,
 
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOptions& o,
                                                    std::shared_ptr<Communicator> group)
+    : ColumnParallelLinearImpl(
+          o, std::move(group),
+          torch::nn::Linear(
+              torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()))) {}
+
+ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOptions& o,
+                                                   std::shared_ptr<Communicator> group,
+                                                   const torch::nn::Linear& whole)
     : options(o), group_(std::move(group)) {
+  check_whole(*whole, o.in_features(), o.out_features(), o.bias(), "ColumnParallelLinear");
   const Communicator& g = checked(group_, "ColumnParallelLinear");
   ZERO_CHECK(o.stride() >= 1, UsageError, "ColumnParallelLinear: stride ", o.stride());
   ZERO_CHECK(!(o.sequence_parallel() && o.gather_output()), UsageError,
@@ -64,8 +83,6 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOpt
              "ColumnParallelLinear: out_features (", o.out_features(),
              ") is not divisible by stride ", o.stride(), " x the tensor-parallel size ",
              g.world_size());
-  torch::nn::Linear whole(
-      torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
   weight = register_parameter(
       "weight", slice_of_whole(whole->weight, 0, o.stride(), g.rank(), g.world_size()));
   if (o.bias())
@@ -74,10 +91,13 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOpt
 }
 
 at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& x) {
-  const at::Tensor whole = options.sequence_parallel()
-                               ? gather_from_sequence_region(x, group_, options.sequence_dim())
-                               : copy_to_tensor_region(x, group_);
-  at::Tensor y = at::linear(whole, weight, bias);
+  at::Tensor y;
+  if (options.sequence_parallel()) {
+    y = sequence_gathered_linear(x, weight, group_, options.sequence_dim());
+    if (bias.defined()) y = y + bias;
+  } else {
+    y = at::linear(copy_to_tensor_region(x, group_), weight, bias);
+  }
   if (!options.gather_output()) return y;
   y = gather_from_tensor_region(y, group_);  // [..., T x stride x c]: rank-major
   if (options.stride() == 1) return y;
@@ -94,13 +114,20 @@ std::vector<SplitParameter> ColumnParallelLinearImpl::split_parameters() const {
 
 RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
                                              std::shared_ptr<Communicator> group)
+    : RowParallelLinearImpl(
+          o, std::move(group),
+          torch::nn::Linear(
+              torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()))) {}
+
+RowParallelLinearImpl::RowParallelLinearImpl(const RowParallelLinearOptions& o,
+                                             std::shared_ptr<Communicator> group,
+                                             const torch::nn::Linear& whole)
     : options(o), group_(std::move(group)) {
+  check_whole(*whole, o.in_features(), o.out_features(), o.bias(), "RowParallelLinear");
   const Communicator& g = checked(group_, "RowParallelLinear");
   const int64_t part = part_of(o.in_features(), g, "RowParallelLinear", "in_features");
   ZERO_CHECK(!o.sequence_parallel() || o.input_is_parallel(), UsageError,
              "RowParallelLinear: sequence_parallel needs input_is_parallel");
-  torch::nn::Linear whole(
-      torch::nn::LinearOptions(o.in_features(), o.out_features()).bias(o.bias()));
   weight = register_parameter(
       "weight", whole->weight.narrow(1, g.rank() * part, part).detach().contiguous().clone());
   if (o.bias()) bias = register_parameter("bias", whole->bias.detach().clone());
@@ -124,12 +151,17 @@ std::vector<SplitParameter> RowParallelLinearImpl::split_parameters() const {
 
 VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t num, int64_t dim,
                                                        std::shared_ptr<Communicator> group)
-    : num_embeddings(num), embedding_dim(dim), group_(std::move(group)) {
+    : VocabParallelEmbeddingImpl(torch::nn::Embedding(num, dim), std::move(group)) {}
+
+VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(const torch::nn::Embedding& whole,
+                                                       std::shared_ptr<Communicator> group)
+    : num_embeddings(whole->weight.size(0)),
+      embedding_dim(whole->weight.size(1)),
+      group_(std::move(group)) {
   const Communicator& g = checked(group_, "VocabParallelEmbedding");
-  const int64_t part = part_of(num, g, "VocabParallelEmbedding", "num_embeddings");
+  const int64_t part = part_of(num_embeddings, g, "VocabParallelEmbedding", "num_embeddings");
   vocab_begin = g.rank() * part;
   vocab_end = vocab_begin + part;
-  torch::nn::Embedding whole(num, dim);
   weight =
       register_parameter("weight", slice_of_whole(whole->weight, 0, 1, g.rank(), g.world_size()));
 }

@@ -161,6 +161,32 @@ using ReduceScatterToSequence =
     SequenceConjugate<detail::reduce_scatter_dim, detail::all_gather_dim>;
 using ScatterToSequence = SequenceConjugate<own_part, detail::all_gather_dim>;
 
+// Y = all_gather(X) W^T, saving X's part: backward gathers it again for W's gradient and
+// reduce-scatters X's (each rank's columns give a partial sum over the whole sequence).
+struct SequenceGatheredLinear : torch::autograd::Function<SequenceGatheredLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            c10::IValue group, int64_t dim) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    ctx->save_for_backward({x, weight});
+    return at::linear(detail::all_gather_dim(x, held(ctx), dim), weight);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1];
+    Communicator& group = held(ctx);
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    const at::Tensor whole = detail::all_gather_dim(x, group, dim);
+    const at::Tensor g = grad[0].contiguous();
+    at::Tensor grad_weight;
+    if (weight.requires_grad())
+      grad_weight = g.reshape({-1, g.size(-1)}).t().mm(whole.reshape({-1, whole.size(-1)}));
+    at::Tensor grad_x;
+    if (x.requires_grad()) grad_x = detail::reduce_scatter_dim(g.matmul(weight), group, dim);
+    return {grad_x, grad_weight, at::Tensor(), at::Tensor()};
+  }
+};
+
 void check_group(const std::shared_ptr<Communicator>& group, const char* op) {
   ZERO_CHECK(group, UsageError, op, ": no tensor-parallel group");
 }
@@ -214,6 +240,13 @@ at::Tensor scatter_to_sequence_region(const at::Tensor& x,
   check_group(group, "scatter_to_sequence_region");
   if (group->world_size() == 1) return x;
   return ScatterToSequence::apply(x, hold(group), at::maybe_wrap_dim(dim, x.dim()));
+}
+
+at::Tensor sequence_gathered_linear(const at::Tensor& x, const at::Tensor& weight,
+                                    const std::shared_ptr<Communicator>& group, int64_t dim) {
+  check_group(group, "sequence_gathered_linear");
+  if (group->world_size() == 1) return at::linear(x, weight);
+  return SequenceGatheredLinear::apply(x, weight, hold(group), at::maybe_wrap_dim(dim, x.dim()));
 }
 
 void sum_gradients_over_tensor_group(torch::nn::Module& module,

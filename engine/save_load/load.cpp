@@ -10,6 +10,7 @@
 #include <zero/checkpoint/reader.h>
 #include <zero/comm/process_group.h>
 #include <zero/text.h>
+#include <zero/tp/layers.h>
 #include <zero/tp/random.h>
 
 #include <ATen/ATen.h>
@@ -115,7 +116,7 @@ void restore_tracker(ckpt::CheckpointReader& reader, int rank, const at::Device&
   reader.read_tensor(rank, prefix + "seed", ckpt::DType::kI64, sizeof seed, &seed);
   tp::RngTracker::State state;
   state.seed = static_cast<uint64_t>(seed);
-  for (const std::string key : {std::string("cpu"), device.str()}) {
+  for (const std::string& key : {std::string("cpu"), device.str()}) {
     const ckpt::TensorInfo* t = reader.find_tensor(rank, prefix + key);
     if (!t || t->dtype != ckpt::DType::kU8 || state.states.count(key)) continue;
     at::Tensor bytes = at::empty({t->numel()}, at::TensorOptions().dtype(at::kByte));
@@ -137,12 +138,16 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
                  "' of the model is not in the checkpoint (load_module_strict)");
       continue;
     }
-    const std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    // A frozen tensor-parallel slice: the checkpoint holds the whole tensor.
+    const auto split = s.split_dims.find(t.unsafeGetTensorImpl());
+    const bool sliced = s.tensor_size > 1 && split != s.split_dims.end();
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    if (sliced) shape[split->second.dim] *= s.tensor_size;
     ZERO_CHECK(it->shape == shape, CheckpointError, "load_checkpoint: ", reader.dir(), ": buffer '",
-               name, "' has shape ", shape_text(shape), " in the model but ", shape_text(it->shape),
-               " in the checkpoint");
+               name, "' has shape ", shape_text(shape), sliced ? " (whole)" : "",
+               " in the model but ", shape_text(it->shape), " in the checkpoint");
     at::Tensor host =
-        at::empty(t.sizes(), at::TensorOptions().dtype(detail::scalar_type_of(it->dtype)));
+        at::empty(shape, at::TensorOptions().dtype(detail::scalar_type_of(it->dtype)));
     // This rank's own file has them when saved with node-local storage; rank 0's always does.
     const int own = s.comm->rank();
     const int from = own < static_cast<int>(m.files.size()) &&
@@ -152,7 +157,9 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
     reader.read_tensor(from, ckpt::buffer_tensor_name(name), *ckpt::parse_dtype(it->dtype),
                        static_cast<int64_t>(host.nbytes()), host.data_ptr());
     at::Tensor target = t;
-    target.copy_(host);
+    target.copy_(sliced ? tp::slice_of_whole(host, split->second.dim, split->second.stride,
+                                             s.tensor_rank, s.tensor_size)
+                        : host);
   }
 }
 

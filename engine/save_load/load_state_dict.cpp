@@ -8,10 +8,12 @@
 
 #include <zero/engine/clean_names.h>
 #include <zero/text.h>
+#include <zero/tp/layers.h>
 
 #include <ATen/ATen.h>
 
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -55,13 +57,46 @@ namespace {
 
 using detail::WeightsFile;
 
+// A tensor that a zero::tp layer splits: this rank's slice of the file's whole tensor.
+struct Split {
+  int64_t dim = 0, stride = 1;
+  int rank = 0, parts = 1;
+};
+
 // One tensor of the model to fill, and the file's entry for it.
 struct Target {
   std::string name;   // registered
   std::string clean;  // as exports write it
   at::Tensor tensor;
   const WeightsFile::Entry* entry = nullptr;
+  std::optional<Split> split;  // the file holds the whole tensor (exports and save_16bit_model)
+
+  std::vector<int64_t> whole_shape() const {
+    std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
+    if (split) shape[split->dim] *= split->parts;
+    return shape;
+  }
+  // The file's tensor as this rank holds it.
+  at::Tensor read(const WeightsFile& file) const {
+    at::Tensor whole = file.read(entry->name);
+    return split ? tp::slice_of_whole(whole, split->dim, split->stride, split->rank, split->parts)
+                 : whole;
+  }
 };
+
+// The tensors the model's zero::tp layers split over more than one rank.
+std::unordered_map<const c10::TensorImpl*, Split> split_tensors(const torch::nn::Module& model) {
+  std::unordered_map<const c10::TensorImpl*, Split> out;
+  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(item.value().get());
+    if (!layer || !layer->tensor_group() || layer->tensor_group()->world_size() == 1) continue;
+    const Communicator& group = *layer->tensor_group();
+    for (const tp::SplitParameter& p : layer->split_parameters())
+      if (p.tensor.defined())
+        out[p.tensor.unsafeGetTensorImpl()] = {p.dim, p.stride, group.rank(), group.world_size()};
+  }
+  return out;
+}
 
 // The model's parameters and buffers (each tensor once: tied weights under their first name),
 // matched to the file by clean or registered name; throws CheckpointError listing shape and
@@ -72,10 +107,14 @@ std::vector<Target> match(const torch::nn::Module& model, const WeightsFile& fil
   std::unordered_set<const c10::TensorImpl*> seen;
   auto add = [&](const std::string& name, const at::Tensor& t) {
     if (!t.defined() || !seen.insert(t.unsafeGetTensorImpl()).second) return;
-    targets.push_back({name, "", t});
+    targets.push_back({name, "", t, nullptr, std::nullopt});
   };
   for (const auto& item : model.named_parameters(/*recurse=*/true)) add(item.key(), item.value());
   for (const auto& item : model.named_buffers(/*recurse=*/true)) add(item.key(), item.value());
+  const auto splits = split_tensors(model);
+  for (Target& t : targets)
+    if (auto it = splits.find(t.tensor.unsafeGetTensorImpl()); it != splits.end())
+      t.split = it->second;
   // Two tensors with one clean name would take one entry of the file: CleanNames refuses them.
   std::vector<std::string> registered;
   for (const Target& t : targets) registered.push_back(t.name);
@@ -92,9 +131,10 @@ std::vector<Target> match(const torch::nn::Module& model, const WeightsFile& fil
       continue;
     }
     used.insert(t.entry->name);
-    const std::vector<int64_t> shape(t.tensor.sizes().begin(), t.tensor.sizes().end());
+    const std::vector<int64_t> shape = t.whole_shape();
     if (shape != t.entry->shape)
       problems.push_back("'" + t.clean + "' has shape " + detail::shape_text(shape) +
+                         (t.split ? " (whole; split over tensor-parallel ranks)" : "") +
                          " in the model but " + detail::shape_text(t.entry->shape) +
                          " in the file");
     else if (at::isFloatingType(t.tensor.scalar_type()) != at::isFloatingType(t.entry->dtype) ||
@@ -130,11 +170,12 @@ std::vector<Target> match(const torch::nn::Module& model, const WeightsFile& fil
 void load_plain(std::vector<Target>& targets, const WeightsFile& file) {
   at::NoGradGuard no_grad;
   for (Target& t : targets)
-    if (t.entry) t.tensor.copy_(file.read(t.entry->name));
+    if (t.entry) t.tensor.copy_(t.read(file));
 }
 
 // Through the engine: each rank writes the elements its optimizer shards hold into the fp32
 // masters, then the stage refreshes the 16-bit copies and the full parameters as after a step.
+// The layout shards over the data group (with tensor parallelism, this rank's slices).
 void load_through_engine(Engine::Impl& s, std::vector<Target>& targets, const WeightsFile& file) {
   std::unordered_map<const c10::TensorImpl*, const Target*> by_tensor;
   for (const Target& t : targets) by_tensor[t.tensor.unsafeGetTensorImpl()] = &t;
@@ -144,11 +185,11 @@ void load_through_engine(Engine::Impl& s, std::vector<Target>& targets, const We
   int cached = -1;  // pieces come parameter by parameter: read each one once
   at::Tensor value;
   for (const detail::StatePiece& p :
-       detail::held_pieces(s.stage->layout(), s.stage->stage(), s.comm->rank())) {
+       detail::held_pieces(s.stage->layout(), s.stage->stage(), s.data->rank())) {
     const Target* t = by_tensor.at(s.params[p.param].unsafeGetTensorImpl());
     if (!t->entry) continue;  // missing (strict=false): keeps its value
     if (p.param != cached) {
-      value = file.read(t->entry->name).to(at::kFloat).reshape({-1});
+      value = t->read(file).to(at::kFloat).reshape({-1});
       cached = p.param;
     }
     const int64_t n = p.param_end - p.param_begin;
@@ -163,8 +204,7 @@ void load_through_engine(Engine::Impl& s, std::vector<Target>& targets, const We
   std::unordered_set<const c10::TensorImpl*> trained;
   for (const at::Tensor& p : s.params) trained.insert(p.unsafeGetTensorImpl());
   for (Target& t : targets)
-    if (t.entry && !trained.count(t.tensor.unsafeGetTensorImpl()))
-      t.tensor.copy_(file.read(t.entry->name));
+    if (t.entry && !trained.count(t.tensor.unsafeGetTensorImpl())) t.tensor.copy_(t.read(file));
 }
 
 }  // namespace
@@ -181,7 +221,6 @@ LoadedStateDict load_state_dict(torch::nn::Module& model, const std::string& fil
   }
   // Collective: a file that one rank cannot read, or that does not fit, fails on every rank.
   Engine::Impl& s = *engine;
-  detail::refuse_tensor_parallel(s, "load_state_dict");
   const at::Device device = s.params.front().device();
   std::optional<WeightsFile> file;
   std::vector<Target> targets;

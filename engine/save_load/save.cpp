@@ -25,6 +25,7 @@
 namespace zero {
 
 using detail::StatePiece;
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 namespace {
 
@@ -60,7 +61,7 @@ void validate_tag(const Engine::Impl& s, const std::string& tag, at::Device devi
 // This rank's file: the masters and optimizer states of its layout shard, its RNG state, and
 // (rank 0, or every rank with node-local storage) the model's buffers and frozen parameters.
 ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
-                                 std::vector<at::Tensor>& keep_alive) {
+                                 const NamedTensors& buffers, std::vector<at::Tensor>& keep_alive) {
   const std::vector<OptimizerShard> shards = s.optimizer_shards();
   const std::vector<std::string> kinds = s.optimizer->state_kinds();
   // Host copies of each shard's states: [master, states...].
@@ -85,7 +86,7 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
   }
   // With node-local storage every rank's file carries the buffers: no node needs another's file.
   if (s.comm->rank() == 0 || s.config.checkpoint.use_node_local_storage) {
-    for (const auto& [name, t] : detail::module_buffers(s)) {
+    for (const auto& [name, t] : buffers) {
       at::Tensor h = t.detach().to(at::kCPU).contiguous();
       keep_alive.push_back(h);
       tensors.push_back({ckpt::buffer_tensor_name(name),
@@ -130,7 +131,7 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
 }
 
 ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
-                              const nlohmann::json& client_state,
+                              const NamedTensors& buffers, const nlohmann::json& client_state,
                               const std::vector<int64_t>& digests) {
   ckpt::Manifest m;
   m.tag = tag;
@@ -166,7 +167,7 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
     }
     m.params.push_back(std::move(mp));
   }
-  for (const auto& [name, t] : detail::module_buffers(s))
+  for (const auto& [name, t] : buffers)
     m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
                          detail::safetensors_dtype(t.scalar_type()), clean(name)});
   for (int r = 0; r < m.world_size; ++r) {
@@ -191,10 +192,6 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
                                     const nlohmann::json& client_state) {
   Impl& s = *impl_;
   const int rank = s.comm->rank();
-  for (const auto& [name, t] : detail::module_buffers(s))
-    ZERO_CHECK(s.tensor_size == 1 || !s.split_dims.count(t.unsafeGetTensorImpl()), UsageError,
-               "save_checkpoint: '", name, "' is a frozen tensor-parallel slice; checkpoints do ",
-               "not save frozen slices yet (train it, or save it with save_16bit_model)");
   ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
              UsageError,
              "save_checkpoint: call it on a gradient accumulation boundary (after the "
@@ -230,11 +227,14 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
     }
   });
 
+  // Every rank: a frozen tensor-parallel slice is gathered whole over the tensor group.
+  const NamedTensors buffers = detail::whole_module_buffers(s);
   std::vector<int64_t> mine_digest{0, 0, 0};
   std::vector<at::Tensor> keep_alive;
   std::string write_error;
   try {
-    const ckpt::FileDigest d = write_rank_file(s, temp + "/" + rank_file_name(rank), keep_alive);
+    const ckpt::FileDigest d =
+        write_rank_file(s, temp + "/" + rank_file_name(rank), buffers, keep_alive);
     mine_digest = {1, d.bytes, d.crc32c};
   } catch (const Error& e) {
     write_error = e.what();
@@ -255,7 +255,7 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
   detail::agree(s, "publishing " + final_dir, device, [&] {
     if (!writer) return;
     try {
-      const ckpt::Manifest m = build_manifest(s, tag, client_state, digests);
+      const ckpt::Manifest m = build_manifest(s, tag, buffers, client_state, digests);
       ckpt::atomic_write_file(temp + "/" + ckpt::kManifestFile, ckpt::manifest_to_json(m).dump(1));
       ckpt::publish_dir(temp, final_dir);
       ckpt::atomic_write_file(save_dir + "/" + ckpt::kLatestFile, tag + "\n");
@@ -291,7 +291,8 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
           save_dir, file_name);
     return false;
   }
-  const auto params = full_parameters();  // collective: stage 3 gathers
+  const auto params = full_parameters();                         // collective: stage 3 gathers
+  const NamedTensors buffers = detail::whole_module_buffers(s);  // collective over tp
   const at::Device device = s.params[0].device();
   detail::agree(s, "writing " + save_dir + "/" + file_name, device, [&] {
     if (s.comm->rank() != 0) return;
@@ -302,7 +303,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
       registered.push_back(name);
       host.push_back(t);
     }
-    for (const auto& [name, t] : detail::module_buffers(s)) {
+    for (const auto& [name, t] : buffers) {
       registered.push_back(name);
       host.push_back(t);
     }

@@ -165,4 +165,13 @@ std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Imp
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> whole_module_buffers(const Engine::Impl& impl) {
+  std::vector<std::pair<std::string, at::Tensor>> out = module_buffers(impl);
+  for (auto& [name, t] : out)
+    if (auto it = impl.split_dims.find(t.unsafeGetTensorImpl());
+        impl.tensor_size > 1 && it != impl.split_dims.end())
+      t = whole_of_slices(*impl.tensor, t, it->second);
+  return out;
+}
+
 }  // namespace zero::detail

@@ -61,5 +61,8 @@ std::vector<std::pair<std::string, at::Generator>> rng_generators(at::Device par
 
 // Buffers and frozen parameters of the model: saved whole by rank 0.
 std::vector<std::pair<std::string, at::Tensor>> module_buffers(const Engine::Impl& impl);
+// The same, a frozen parameter that a zero::tp layer splits assembled whole from the tensor
+// group's slices: collective over the tensor group when the model has one.
+std::vector<std::pair<std::string, at::Tensor>> whole_module_buffers(const Engine::Impl& impl);
 
 }  // namespace zero::detail

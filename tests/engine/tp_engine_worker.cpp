@@ -5,7 +5,9 @@
 //  --suite tp2 / tp4: every step's gradient norm (which counts replicated parameters once) and
 //                     the parameters after training (full_parameters assembles the whole
 //                     tensors from the slices) to 1e-5; save_16bit_model's file, loaded into the
-//                     plain model, holds the same whole tensors;
+//                     plain model, holds the same whole tensors, and load_state_dict cuts it
+//                     back into tensor-parallel models (before and after initialize);
+//  --suite ckpt:      checkpoints saved at one (tp, dp, stage) and loaded at others;
 //  --suite baduse:    what is refused, on every rank, before any collective.
 #include "worker_util.h"
 
@@ -159,6 +161,22 @@ void golden(const std::shared_ptr<Communicator>& world, int tp, bool with_init =
     const std::string dir = zero::detail::str(std::filesystem::temp_directory_path().string(),
                                               "/zero_tp16_", std::getenv("MASTER_PORT"));
     EXPECT(engine.save_16bit_model(dir, "model.safetensors"), "save_16bit_model saved nothing");
+    world->barrier()->wait();
+    // The whole tensors back into tensor-parallel models (another seed each): before initialize
+    // (a plain copy of this rank's slices), and through an engine (masters and shards).
+    std::map<std::string, torch::Tensor> saved;
+    for (const auto& [name, t] : engine.full_parameters()) saved[name] = t;
+    for (const bool through_engine : {false, true}) {
+      TpNet again(through_engine ? 8 : 9, grid.tensor_group());
+      if (!through_engine) load_state_dict(*again, dir + "/model.safetensors");
+      Engine e = initialize(again.ptr(), parsed, grid);
+      if (through_engine) load_state_dict(*again, dir + "/model.safetensors");
+      for (const auto& [name, got] : e.full_parameters())
+        EXPECT(torch::equal(got, saved.at(name)), "tp ", tp, " stage ", stage, ": '", name,
+               "' loaded by load_state_dict", through_engine ? " through the engine" : "",
+               " is not the saved whole tensor's slice");
+    }
+    world->barrier()->wait();
     if (world->rank() == 0) {
       TpNet reloaded(7, nullptr);  // another seed: every value must come from the file
       load_state_dict(*reloaded, dir + "/model.safetensors");  // strict: every name, once
@@ -214,7 +232,8 @@ struct TpRun {
   TpNet net{nullptr};
   std::optional<Engine> engine;
   Case c;
-  TpRun(const std::shared_ptr<Communicator>& world, GridCase g, int64_t seed) {
+  static constexpr const char* kFrozen = "blocks.0.inner.col.weight";  // with `freeze`
+  TpRun(const std::shared_ptr<Communicator>& world, GridCase g, int64_t seed, bool freeze = false) {
     const int w = world->world_size();
     c.stage = g.stage;
     c.micro = 1;
@@ -225,6 +244,7 @@ struct TpRun {
     parsed = parse(config_json(c, w), w);
     grid.emplace(parallel_grid(parsed.config, world));
     net = TpNet(seed, grid->tensor_group());
+    if (freeze) net->named_parameters()[kFrozen].set_requires_grad(false);
     engine.emplace(initialize(net.ptr(), parsed, *grid));
   }
   void train(int first, int count) {
@@ -288,6 +308,37 @@ void checkpoint_grids(const std::shared_ptr<Communicator>& world) {
     world->barrier()->wait();
     if (world->rank() == 0) std::filesystem::remove_all(dir);
   }
+  // A frozen tensor-parallel slice is saved whole and cut into the loading grid's slices.
+  {
+    TpRun saver(world, {2, 3}, 42, /*freeze=*/true);
+    saver.train(0, 1);
+    saver.engine->save_checkpoint(dir, "frozen");
+    EXPECT(saver.engine->save_16bit_model(dir, "frozen.safetensors"), "nothing saved");
+  }
+  const torch::Tensor whole = TpNet(42, nullptr)->named_parameters()[TpRun::kFrozen];
+  if (world->rank() == 0) {  // save_16bit_model wrote the frozen parameter whole too
+    TpNet plain(5, nullptr);
+    load_state_dict(*plain, dir + "/frozen.safetensors");
+    EXPECT(torch::equal(plain->named_parameters()[TpRun::kFrozen], whole),
+           "save_16bit_model's frozen split parameter is not the whole tensor");
+  }
+  for (const GridCase& to : std::vector<GridCase>{{4, 0}, {1, 1, 2}, {2, 3}}) {
+    const std::shared_ptr<Communicator> job = to.world == 4 ? world : world->new_group({0, 1});
+    if (!job) continue;
+    TpRun loader(job, to, 7, /*freeze=*/true);
+    loader.engine->load_checkpoint(dir, "frozen");
+    const int r = loader.grid->tensor_rank();
+    EXPECT(torch::equal(loader.net->named_parameters()[TpRun::kFrozen],
+                        tp::slice_of_whole(whole, 0, 1, r, to.tp)),
+           "the frozen slice loaded at tp ", to.tp, " is not tensor rank ", r,
+           "'s part of the whole");
+    loader.train(1, 1);
+  }
+  world->barrier()->wait();
+  if (world->rank() == 0) {
+    std::printf("checkpoint with a frozen split parameter: loaded at tp 4, 1 and 2\n");
+    std::filesystem::remove_all(dir);
+  }
 }
 
 void baduse(const std::shared_ptr<Communicator>& world) {
@@ -335,12 +386,6 @@ void baduse(const std::shared_ptr<Communicator>& world) {
       if (grid.tensor_rank() == 1) net->register_module("extra", torch::nn::Linear(2, 2));
       initialize(net.ptr(), parsed, grid);
     });
-  }
-  if (tp > 1) {
-    TpNet net(42, grid.tensor_group());
-    Engine engine = initialize(net.ptr(), parsed, grid);
-    expect_throw<UsageError>("load_state_dict with tp", "not yet with tensor parallelism",
-                             [&] { load_state_dict(*net, "/nonexistent"); });
   }
 }
 

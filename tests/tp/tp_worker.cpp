@@ -153,6 +153,7 @@ void check_sequence_parallel(const std::shared_ptr<Communicator>& g) {
   (y_tp * y_tp).sum().backward();  // the ranks' parts sum to the whole loss
   expect_close(x_tp.grad(), x_ref.grad().narrow(1, r * 4, 4), "sequence-parallel input gradient");
   expect_close(col->weight.grad(), rows(a->weight.grad(), r, t), "SP column weight gradient");
+  expect_close(col->bias.grad(), rows(a->bias.grad(), r, t), "SP column bias gradient");
   expect_close(row->weight.grad(), cols(b->weight.grad(), r, t), "SP row weight gradient");
   expect_close(row->bias.grad(), b->bias.grad(), "SP row bias gradient (summed)");
   expect_close(norm->weight.grad(), norm_ref->weight.grad(), "SP LayerNorm weight gradient");
@@ -258,6 +259,38 @@ void check_errors(const std::shared_ptr<Communicator>& g) {
   }
 }
 
+// Splitting existing layers (AutoTP's way): each rank's slice of their values, no random draws,
+// and the forward of the whole layers; a whole layer of other sizes is refused.
+void check_split_existing(const std::shared_ptr<Communicator>& g) {
+  at::manual_seed(21);
+  torch::nn::Linear a(16, 32), b(32, 16);
+  torch::nn::Embedding e(8, 16);
+  at::manual_seed(5);
+  tp::ColumnParallelLinear col(tp::ColumnParallelLinearOptions(16, 32), g, a);
+  tp::RowParallelLinear row(tp::RowParallelLinearOptions(32, 16), g, b);
+  tp::VocabParallelEmbedding emb(e, g);
+  const at::Tensor after_split = at::randn({4});
+  at::manual_seed(5);
+  expect(at::equal(after_split, at::randn({4})), "splitting existing layers draws nothing");
+  const int r = g->rank(), t = g->world_size();
+  expect(at::equal(col->weight, rows(a->weight, r, t)) && at::equal(col->bias, rows(a->bias, r, t)),
+         "the split column layer holds this rank's rows");
+  expect(at::equal(row->weight, cols(b->weight, r, t)) && at::equal(row->bias, b->bias),
+         "the split row layer holds this rank's columns and the whole bias");
+  const at::Tensor ids = at::arange(8, at::kLong).view({2, 4});
+  const at::Tensor x = e(ids);
+  expect_close(row(torch::nn::functional::gelu(col(x))), b(torch::nn::functional::gelu(a(x))),
+               "split existing layers: the whole layers' forward");
+  expect_close(emb(ids), x, "split existing embedding: the whole table's lookups");
+  try {
+    tp::ColumnParallelLinear wrong(tp::ColumnParallelLinearOptions(16, 64), g, a);
+    expect(false, "a whole layer of other sizes is refused");
+  } catch (const UsageError& err) {
+    expect(std::string(err.what()).find("the whole layer's weight") != std::string::npos,
+           std::string("the error names the sizes: ") + err.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,6 +309,7 @@ int main(int argc, char** argv) {
     check_sequence_parallel(grid.tensor_group());
     check_rng(grid.tensor_group());
     check_errors(grid.tensor_group());
+    check_split_existing(grid.tensor_group());
     world->barrier()->wait();
     std::cout << "rank " << env.rank << " " << grid.to_string() << ": " << g_checks
               << " checks passed\n";

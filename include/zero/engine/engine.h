@@ -192,9 +192,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 // tensor rank, so every slice is sharded among the ranks that hold it). The config's batch sizes
 // are per data-parallel rank: parse it with ConfigOptions::world_size = grid.data_size().
 // full_parameters() and save_16bit_model() assemble the whole tensors from the slices (the file
-// loads into the same model built without tensor parallelism); checkpoints hold the slices and
-// load at any other grid. Not yet with tensor parallelism > 1: pipeline stages > 1,
-// load_state_dict (each refused with a UsageError).
+// loads into the same model built without tensor parallelism, and load_state_dict cuts such a
+// file into any grid's slices); checkpoints hold the slices and load at any other grid. Not yet
+// with tensor parallelism > 1: pipeline stages > 1 (refused with a UsageError).
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
                   const ParallelGrid& grid);
 

@@ -19,7 +19,9 @@ struct LoadedStateDict {
 
 // Loads `file` into `model`'s parameters and buffers. A name matches by its clean name (our
 // wrappers' segments removed, as exports write them) or its registered one; values are cast to
-// the model's floating type (an fp32 export into a bf16 model, and back). Shape mismatches, and
+// the model's floating type (an fp32 export into a bf16 model, and back). The file holds whole
+// tensors: a parameter a zero::tp layer splits takes this rank's slice of it (any degree, any
+// stride), so an unsplit export loads into a tensor-parallel model. Shape mismatches, and
 // with `strict` any missing or unexpected name, throw CheckpointError listing the first few.
 //
 // Before zero::initialize, or on a model no engine trains: a plain copy into the tensors.

@@ -3,12 +3,15 @@
 //   RowParallelLinear      Y = sum_r X_r A_r  (A split by input rows; one all-reduce, then bias)
 //   VocabParallelEmbedding each rank holds vocab / T rows; lookups outside them are zero, summed
 // Each rank initialises the whole layer as the plain LibTorch layer would (same RNG draws) and
-// keeps its slice, so a model built under the same seed has the same values at every degree.
+// keeps its slice, so a model built under the same seed has the same values at every degree; or
+// it splits an existing torch::nn::Linear / Embedding (DeepSpeed's AutoTP), drawing nothing.
 #pragma once
 
 #include <zero/comm/communicator.h>
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include <functional>
@@ -63,6 +66,10 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
  public:
   ColumnParallelLinearImpl(const ColumnParallelLinearOptions& options,
                            std::shared_ptr<Communicator> group);
+  // Splits an existing layer (DeepSpeed's AutoTP): this rank's slice of `whole`'s values, whose
+  // sizes and bias must be the options'. No random draws.
+  ColumnParallelLinearImpl(const ColumnParallelLinearOptions& options,
+                           std::shared_ptr<Communicator> group, const torch::nn::Linear& whole);
   at::Tensor forward(const at::Tensor& x);
   std::vector<SplitParameter> split_parameters() const override;
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
@@ -94,6 +101,9 @@ class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelMod
  public:
   RowParallelLinearImpl(const RowParallelLinearOptions& options,
                         std::shared_ptr<Communicator> group);
+  // Splits an existing layer, as ColumnParallelLinear's.
+  RowParallelLinearImpl(const RowParallelLinearOptions& options,
+                        std::shared_ptr<Communicator> group, const torch::nn::Linear& whole);
   at::Tensor forward(const at::Tensor& x);
   std::vector<SplitParameter> split_parameters() const override;
   const std::shared_ptr<Communicator>& tensor_group() const override { return group_; }
@@ -110,6 +120,9 @@ TORCH_MODULE(RowParallelLinear);
 class VocabParallelEmbeddingImpl : public torch::nn::Module, public TensorParallelModule {
  public:
   VocabParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim,
+                             std::shared_ptr<Communicator> group);
+  // Splits an existing embedding: this rank's rows of `whole`'s table.
+  VocabParallelEmbeddingImpl(const torch::nn::Embedding& whole,
                              std::shared_ptr<Communicator> group);
   at::Tensor forward(const at::Tensor& ids);
   std::vector<SplitParameter> split_parameters() const override { return {{weight, 0}}; }

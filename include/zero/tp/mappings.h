@@ -36,6 +36,11 @@ at::Tensor reduce_scatter_to_sequence_region(const at::Tensor& x,
                                              int64_t dim);
 at::Tensor scatter_to_sequence_region(const at::Tensor& x,
                                       const std::shared_ptr<Communicator>& group, int64_t dim);
+// The column-parallel matrix under sequence parallelism: linear(gather_from_sequence(x), weight)
+// as one autograd function that keeps only this rank's part of x for backward and all-gathers
+// it again there (Megatron's), so a layer holds 1/T of its input instead of the whole sequence.
+at::Tensor sequence_gathered_linear(const at::Tensor& x, const at::Tensor& weight,
+                                    const std::shared_ptr<Communicator>& group, int64_t dim);
 // A replicated module inside the sequence-parallel region (a LayerNorm) sees only this rank's
 // part of the sequence: its parameters' gradients are summed over the group as autograd
 // computes them (a hook on each parameter). Call it once per module.
