@@ -2,6 +2,7 @@
 // worker thread (Gloo's new-style algorithms + our ring reduce-scatter), timeouts and errors.
 #include "gloo_communicator.h"
 
+#include "p2p.h"
 #include "reduce_kernels.h"
 
 #include <zero/comm/comms_log.h>
@@ -107,7 +108,8 @@ void with_width(size_t bytes, Fn&& fn) {
 }  // namespace
 
 struct GlooCommunicator::Task {
-  uint64_t seq = 0;
+  uint64_t seq = 0;  // 0: a point-to-point batch
+  std::string p2p;   // its ops, described
   const char* op = "";
   int64_t bytes = 0;
   std::vector<at::Tensor> tensors;  // kept alive until the collective finished
@@ -190,9 +192,10 @@ std::string GlooCommunicator::arrival_key(int rank) const {
 }
 
 WorkHandle GlooCommunicator::issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors,
-                                   Body body) {
+                                   Body body, std::string p2p) {
   auto task = std::make_unique<Task>();
   task->op = op;
+  task->p2p = std::move(p2p);
   task->bytes = bytes;
   task->tensors = std::move(tensors);
   task->body = std::move(body);
@@ -205,7 +208,7 @@ WorkHandle GlooCommunicator::issue(const char* op, int64_t bytes, std::vector<at
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ZERO_CHECK(!stop_, UsageError, op, ": communicator is shutting down");
-    task->seq = next_seq_++;
+    if (task->p2p.empty()) task->seq = next_seq_++;
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();
@@ -227,17 +230,20 @@ void GlooCommunicator::worker_loop() {
 }
 
 void GlooCommunicator::run(Task& task) {
-  const std::string where = str(task.op, " (seq ", task.seq, ", ", task.bytes, " bytes, group '",
-                                spec_.name, "', rank ", spec_.rank, " of ", spec_.size, ")");
+  const std::string where =
+      str(task.op, " (", task.p2p.empty() ? str("seq ", task.seq) : task.p2p, ", ", task.bytes,
+          " bytes, group '", spec_.name, "', rank ", spec_.rank, " of ", spec_.size, ")");
   if (!broken_.empty()) {
     task.work->finish(std::make_exception_ptr(CommError(
         str(where, " not run: the communicator is unusable after an earlier failure: ", broken_))));
     return;
   }
-  arrived_seq_.store(task.seq);
-  if (reporter_idle_.load()) {  // wake it only from its idle wait; the lock avoids a lost wakeup
-    { std::lock_guard<std::mutex> lock(report_mutex_); }
-    report_cv_.notify_one();
+  if (task.p2p.empty()) {  // peers of a point-to-point batch are not the whole group
+    arrived_seq_.store(task.seq);
+    if (reporter_idle_.load()) {  // wake it only from its idle wait; the lock avoids a lost wakeup
+      { std::lock_guard<std::mutex> lock(report_mutex_); }
+      report_cv_.notify_one();
+    }
   }
   std::exception_ptr error;
   const auto start = std::chrono::steady_clock::now();
@@ -252,7 +258,7 @@ void GlooCommunicator::run(Task& task) {
   } catch (const Error&) {
     error = std::current_exception();
   } catch (const std::exception& e) {
-    if (is_timeout_message(e.what())) {
+    if (is_timeout_message(e.what()) && task.p2p.empty()) {
       error = std::make_exception_ptr(TimeoutError(
           str(where, " timed out after ", spec_.timeout.count(),
               " ms; ranks that had not arrived: ", missing_ranks(task.seq), "; gloo: ", e.what())));
@@ -450,6 +456,30 @@ WorkHandle GlooCommunicator::barrier() {
     opts.setTimeout(spec_.timeout);
     gloo::barrier(opts);
   });
+}
+
+WorkHandle GlooCommunicator::batch_p2p(std::vector<P2POp> ops) {
+  check_p2p_peers(ops, spec_.rank, spec_.size);
+  std::vector<at::Tensor> tensors;
+  std::vector<P2PTransfer> transfers;
+  for (const P2POp& o : ops) {
+    check_tensor(o.tensor, "batch_p2p",
+                 o.kind == P2POp::Kind::kSend ? "a sent tensor" : "a receive buffer");
+    tensors.push_back(o.tensor);
+    transfers.push_back({o.kind, o.tensor.data_ptr(), o.tensor.nbytes(), o.peer, 0});
+  }
+  std::string described = describe_p2p(ops);
+  return issue(
+      "batch_p2p", p2p_bytes(ops), std::move(tensors),
+      [this, transfers, described](uint32_t) mutable {
+        if (sent_to_.empty()) sent_to_.assign(spec_.size, 0), received_from_.assign(spec_.size, 0);
+        for (P2PTransfer& t : transfers)
+          t.message = (t.kind == P2POp::Kind::kSend ? sent_to_ : received_from_)[t.peer]++;
+        gloo_p2p(
+            context_, transfers, spec_.timeout,
+            str("batch_p2p (group '", spec_.name, "', rank ", spec_.rank, " of ", spec_.size, ")"));
+      },
+      std::move(described));
 }
 
 std::shared_ptr<Communicator> GlooCommunicator::new_group(const std::vector<int>& ranks) {

@@ -41,6 +41,21 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, void* in
                          std::chrono::milliseconds timeout, InputUse use,
                          std::vector<char>& scratch);
 
+// One transfer of a point-to-point batch, with the number of its message between this rank and
+// `peer` in its direction (the slot's tag).
+struct P2PTransfer {
+  P2POp::Kind kind = P2POp::Kind::kSend;
+  void* data = nullptr;
+  size_t bytes = 0;
+  int peer = 0;
+  uint32_t message = 0;
+};
+
+// Runs one batch (gloo_p2p.cpp): receives posted first, then sends, then every one waited for
+// until `timeout`; a TimeoutError names `where`, the peer, the direction and the message.
+void gloo_p2p(const std::shared_ptr<gloo::Context>& context, const std::vector<P2PTransfer>& ops,
+              std::chrono::milliseconds timeout, const std::string& where);
+
 class GlooCommunicator final : public Communicator {
  public:
   // Connects the full mesh of the group (blocks; TimeoutError names ranks that never came).
@@ -62,6 +77,7 @@ class GlooCommunicator final : public Communicator {
                           const std::vector<int64_t>& counts) override;
   WorkHandle broadcast(at::Tensor& tensor, int root) override;
   WorkHandle barrier() override;
+  WorkHandle batch_p2p(std::vector<P2POp> ops) override;
   std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override;
 
  private:
@@ -69,8 +85,10 @@ class GlooCommunicator final : public Communicator {
   using Body = std::function<void(uint32_t tag)>;
 
   // The one door: assigns the sequence number, queues `body` for the worker thread, which
-  // publishes this rank's arrival, runs it under the timeout and wraps any failure.
-  WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors, Body body);
+  // publishes this rank's arrival, runs it under the timeout and wraps any failure. A
+  // point-to-point batch (`p2p`: its ops described) takes no sequence number and no arrival.
+  WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors, Body body,
+                   std::string p2p = "");
   void worker_loop();
   void reporter_loop();
   void run(Task& task);
@@ -80,6 +98,8 @@ class GlooCommunicator final : public Communicator {
   GlooGroupSpec spec_;
   std::shared_ptr<gloo::Context> context_;
   std::vector<char> scratch_;  // worker thread only
+  // Point-to-point messages numbered per peer and direction (worker thread only).
+  std::vector<uint32_t> sent_to_, received_from_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

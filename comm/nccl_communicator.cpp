@@ -2,6 +2,7 @@
 // caller's current stream with events; a watchdog aborts collectives that exceed the timeout.
 #include "nccl_communicator.h"
 #include "nccl_work.h"
+#include "p2p.h"
 
 #include <zero/comm/comms_log.h>
 #include <zero/error.h>
@@ -77,7 +78,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   }
   return ncclSum;
 }
-
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -213,6 +213,32 @@ class NcclCommunicator final : public Communicator {
       return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, c, s);
     });
   }
+  // NCCL orders each peer pair's sends and receives itself; one group call makes the batch's
+  // ops progress together (no deadlock when two ranks list them in opposite orders).
+  WorkHandle batch_p2p(std::vector<P2POp> ops) override {
+    check_p2p_peers(ops, state_->rank, state_->size);
+    std::vector<at::Tensor> tensors;
+    for (const P2POp& o : ops) {
+      check(o.tensor, "batch_p2p");
+      tensors.push_back(o.tensor);
+    }
+    return issue(
+        "batch_p2p", p2p_bytes(ops), tensors,
+        [&](ncclComm_t c, cudaStream_t s) {
+          ncclResult_t r = ncclGroupStart();
+          for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
+            const P2POp& o = ops[i];
+            if (o.tensor.numel() == 0) continue;  // both sides skip an empty message
+            const ncclDataType_t type = nccl_dtype(o.tensor.scalar_type(), "batch_p2p");
+            r = o.kind == P2POp::Kind::kSend
+                    ? ncclSend(o.tensor.data_ptr(), o.tensor.numel(), type, o.peer, c, s)
+                    : ncclRecv(o.tensor.data_ptr(), o.tensor.numel(), type, o.peer, c, s);
+          }
+          ncclResult_t end = ncclGroupEnd();
+          return r != ncclSuccess ? r : end;
+        },
+        {}, describe_p2p(ops));
+  }
   std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override {
     ZERO_CHECK(!ranks.empty(), UsageError, "new_group: empty rank list");
     auto it = std::find(ranks.begin(), ranks.end(), state_->rank);
@@ -273,15 +299,19 @@ class NcclCommunicator final : public Communicator {
   }
 
   // The one door: sequence number, stream ordering, enqueue, completion event, error context.
+  // A point-to-point batch (`p2p`: its ops described) takes no sequence number: ranks exchange
+  // different numbers of them.
   WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors,
-                   const Enqueue& enqueue, const std::function<void(cudaStream_t)>& after = {}) {
+                   const Enqueue& enqueue, const std::function<void(cudaStream_t)>& after = {},
+                   const std::string& p2p = "") {
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
       ZERO_CHECK(state_->broken.empty(), CommError, op,
                  ": the communicator is unusable after an earlier failure: ", state_->broken);
     }
-    const uint64_t seq = ++seq_;
-    const std::string where = str(op, " (seq ", seq, ", ", bytes, " bytes)");
+    const std::string where =
+        p2p.empty() ? str(op, " (seq ", ++seq_, ", ", bytes, " bytes)")
+                    : str(op, " (", p2p, ", group rank ", state_->rank, " of ", state_->size, ")");
     DeviceGuard guard(state_->device);
     cudaStream_t caller = current_stream(state_->device);
     cudaEvent_t ready = nullptr, done = nullptr;

@@ -1,6 +1,7 @@
 // One rank of the multi-process comm tests (started by zerorun, mpirun or launch_local.sh):
 // `collectives` checks every collective x dtype x shape exactly; `grid` the sub-communicators of
-// a tensor x data x pipeline grid; `timeout` and `env` modes below.
+// a tensor x data x pipeline grid; `p2p` point-to-point batches; `timeout`, `p2p-timeout` and
+// `env` modes below.
 #include <zero/comm/parallel_grid.h>
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
@@ -329,6 +330,155 @@ int run_env(const RankEnv& env, const std::string& source, int world) {
   return 0;
 }
 
+// p2p: point-to-point batches. A ring over every dtype and size (empty and several MiB
+// included), each rank's batch listing its send and receive in the opposite order to its
+// neighbour's; several messages to one peer in one batch land in order; ranks exchanging
+// different numbers of messages between collectives on the same group (the collectives' tags
+// stay in step); a batch issued before a collective and waited for after it; what is refused.
+// p2p-timeout: rank 1 never sends; rank 0's receive fails with a TimeoutError naming the peer.
+// Distinct per (sender, message) and exact in every dtype (values < 256).
+at::Tensor message_data(int64_t n, int sender, int message, at::ScalarType dtype) {
+  return at::arange(n, at::kLong)
+      .remainder(97)
+      .add(sender * 31 + message * 7)
+      .remainder(251)
+      .to(dtype);
+}
+
+void check_ring(Communicator& c) {
+  const int r = c.rank(), w = c.world_size(), next = (r + 1) % w, prev = (r + w - 1) % w;
+  int message = 0;
+  for (at::ScalarType dt : kDtypes)
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{700001}}) {
+      const at::Tensor out = message_data(n, r, message, dt);
+      at::Tensor in = at::empty({n}, dt);
+      const P2POp send{P2POp::Kind::kSend, out, next}, recv{P2POp::Kind::kRecv, in, prev};
+      // Even ranks list the send first, odd ranks the receive: opposite to each neighbour.
+      c.batch_p2p(r % 2 == 0 ? std::vector<P2POp>{send, recv} : std::vector<P2POp>{recv, send})
+          ->wait();
+      expect(at::equal(in, message_data(n, prev, message, dt)),
+             "ring " + std::string(c10::toString(dt)) + " n=" + std::to_string(n));
+      ++message;
+    }
+}
+
+// Three messages of different sizes to the next rank in one batch, and three single sends:
+// the n-th send lands in the n-th receive.
+void check_order(Communicator& c) {
+  const int r = c.rank(), w = c.world_size(), next = (r + 1) % w, prev = (r + w - 1) % w;
+  std::vector<P2POp> ops;
+  std::vector<at::Tensor> got;
+  for (int k = 0; k < 3; ++k) {
+    got.push_back(at::empty({10 + k}, at::kFloat));
+    ops.push_back({P2POp::Kind::kRecv, got.back(), prev});
+  }
+  for (int k = 0; k < 3; ++k)
+    ops.push_back({P2POp::Kind::kSend, message_data(10 + k, r, 100 + k, at::kFloat), next});
+  c.batch_p2p(ops)->wait();
+  for (int k = 0; k < 3; ++k)
+    expect(at::equal(got[k], message_data(10 + k, prev, 100 + k, at::kFloat)),
+           "message " + std::to_string(k) + " of one batch in order");
+  // Single sends and receives. A send may wait for its receive to be posted: odd ranks receive
+  // first, so every chain of waiting sends ends at a receiving rank.
+  std::vector<at::Tensor> singles;
+  auto receive_all = [&] {
+    for (int k = 0; k < 3; ++k) {
+      singles.push_back(at::empty({4}, at::kLong));
+      c.recv(singles.back(), prev)->wait();
+    }
+  };
+  if (r % 2) receive_all();
+  for (int k = 0; k < 3; ++k) c.send(message_data(4, r, 200 + k, at::kLong), next)->wait();
+  if (r % 2 == 0) receive_all();
+  for (int k = 0; k < 3; ++k)
+    expect(at::equal(singles[k], message_data(4, prev, 200 + k, at::kLong)),
+           "single message " + std::to_string(k) + " in order");
+}
+
+// Rank 0 sends rank 1 a different number of messages each round, between all-reduces on the
+// same group: point-to-point ops must not shift the collectives' sequence.
+void check_mixed(Communicator& c) {
+  const int r = c.rank(), w = c.world_size();
+  for (int round = 1; round <= 3; ++round) {
+    for (int k = 0; k < round; ++k) {
+      if (r == 0) c.send(message_data(8, 0, round * 10 + k, at::kInt), 1)->wait();
+      if (r == 1) {
+        at::Tensor in = at::empty({8}, at::kInt);
+        c.recv(in, 0)->wait();
+        expect(at::equal(in, message_data(8, 0, round * 10 + k, at::kInt)), "mixed message");
+      }
+    }
+    at::Tensor t = at::full({5}, r + round, at::kLong);
+    c.all_reduce(t, ReduceOp::kSum)->wait();
+    expect(at::equal(t, at::full({5}, w * (w - 1) / 2 + w * round, at::kLong)),
+           "all_reduce between uneven point-to-point rounds");
+  }
+  // Issued first, waited for last: the all_reduce runs after it in issue order.
+  at::Tensor in = at::empty({3}, at::kFloat);
+  const int next = (r + 1) % w, prev = (r + w - 1) % w;
+  WorkHandle p2p = c.batch_p2p({{P2POp::Kind::kSend, message_data(3, r, 300, at::kFloat), next},
+                                {P2POp::Kind::kRecv, in, prev}});
+  at::Tensor t = at::ones({2}, at::kFloat);
+  c.all_reduce(t, ReduceOp::kSum)->wait();
+  p2p->wait();
+  expect(at::equal(in, message_data(3, prev, 300, at::kFloat)) &&
+             at::equal(t, at::full({2}, static_cast<float>(w))),
+         "a batch issued before an all_reduce");
+}
+
+template <typename Fn>
+void expect_usage_error(const std::string& what, const std::string& fragment, Fn&& fn) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    expect(std::string(e.what()).find(fragment) != std::string::npos,
+           what + ": the error says '" + fragment + "': " + e.what());
+    return;
+  }
+  expect(false, what + " was not refused");
+}
+
+void check_refused(Communicator& c) {
+  const int r = c.rank(), w = c.world_size();
+  at::Tensor t = at::zeros({2}, at::kFloat);
+  expect_usage_error("a send to itself", "cannot send to itself", [&] { c.send(t, r); });
+  expect_usage_error("a receive from a rank outside", "outside the group", [&] { c.recv(t, w); });
+  expect_usage_error("an empty batch", "no ops", [&] { c.batch_p2p({}); });
+  expect_usage_error("a byte tensor", "batch_p2p: unsupported dtype Byte",
+                     [&] { c.send(at::zeros({2}, at::kByte), (r + 1) % w); });
+}
+
+int run_p2p(const RankEnv& env) {
+  auto world = init_communicator(env);
+  if (world->world_size() > 1) {
+    check_ring(*world);
+    check_order(*world);
+    check_mixed(*world);
+    check_refused(*world);
+  } else {  // nobody to talk to: only the refusals
+    at::Tensor t = at::zeros({1}, at::kFloat);
+    expect_usage_error("a send to itself", "cannot send to itself", [&] { world->send(t, 0); });
+  }
+  world->barrier()->wait();
+  std::cout << "rank " << env.rank << " of " << env.world_size << ": " << g_checks
+            << " point-to-point checks passed\n";
+  return 0;
+}
+
+int run_p2p_timeout(const RankEnv& env) {
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(3000);
+  auto world = init_communicator(env, opts);
+  if (env.rank == 1) {  // alive and connected, but never sends
+    std::this_thread::sleep_for(std::chrono::milliseconds(20000));
+    return 0;
+  }
+  at::Tensor in = at::empty({16}, at::kFloat);
+  world->recv(in, 1)->wait();
+  std::cout << "rank " << env.rank << ": unexpectedly received\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,6 +500,8 @@ int main(int argc, char** argv) {
       return run_timeout(env, flag("--mode", "stops-joining"),
                          std::stoi(flag("--absent-rank", "1")),
                          std::stoi(flag("--timeout-ms", "3000")));
+    if (mode == "p2p") return run_p2p(env);
+    if (mode == "p2p-timeout") return run_p2p_timeout(env);
     if (mode == "env")
       return run_env(env, flag("--expect-source", "env"), std::stoi(flag("--expect-world", "1")));
     std::cerr << "comm_worker: unknown mode " << mode << "\n";

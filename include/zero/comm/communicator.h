@@ -49,6 +49,16 @@ class Work {
 };
 using WorkHandle = std::shared_ptr<Work>;
 
+// One transfer of a point-to-point batch: send `tensor` to rank `peer`, or receive into it from
+// `peer` (as many bytes as the matching send has).
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  at::Tensor tensor;
+  int peer = 0;
+};
+const char* to_string(P2POp::Kind kind);
+
 // All tensors are flat (contiguous, any shape; only numel counts) and live on the device
 // the backend serves. Supported dtypes: float32, float16, bfloat16, int32, int64.
 class Communicator {
@@ -78,6 +88,17 @@ class Communicator {
   // In place: every rank ends with root's `tensor`.
   virtual WorkHandle broadcast(at::Tensor& tensor, int root) = 0;
   virtual WorkHandle barrier() = 0;
+
+  // Point-to-point (between pipeline stages); not collective: only the ranks named take part.
+  // The ops of one batch run together, every receive posted before any send, so two ranks whose
+  // batches list a send and a receive in opposite orders do not deadlock. The n-th send from a to
+  // b lands in b's n-th receive from a. Point-to-point ops take no collective sequence number
+  // (ranks exchange different numbers of them) but run in issue order with the collectives: a
+  // later collective waits for the batch. A peer out of range or this rank itself is a
+  // UsageError; a timeout names the peer and direction that did not complete.
+  virtual WorkHandle batch_p2p(std::vector<P2POp> ops) = 0;
+  WorkHandle send(const at::Tensor& tensor, int dst);  // a batch of one
+  WorkHandle recv(at::Tensor& tensor, int src);        // a batch of one
 
   // Sub-groups. Collective over all ranks of this communicator (every rank calls it with the
   // same `ranks`, in the same order relative to other new_group calls); returns nullptr on ranks

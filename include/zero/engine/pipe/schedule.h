@@ -1,0 +1,53 @@
+// Pipeline schedules as plain instruction lists, one per pipeline rank (no LibTorch): what a
+// pipeline executor runs, and what tests/schedule's simulator checks (every send meets its
+// receive in order, no deadlock, the bubble the schedule promises).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zero::pipe {
+
+// "1f1b": DeepSpeed's TrainSchedule and Megatron's non-interleaved schedule: rank r runs
+// min(p - r - 1, m) forwards, then alternates one forward and one backward, then drains the
+// backwards, so it holds at most p - r micro-batches' activations.
+enum class ScheduleKind { kOneFOneB };
+
+ScheduleKind parse_schedule_kind(const std::string& name);  // ConfigError naming the choices
+const char* to_string(ScheduleKind kind);
+
+// One message between neighbouring stages: a micro-batch's activation (forward) or the
+// gradient of it (backward), of model chunk `chunk` (0 without interleaving).
+struct Transfer {
+  enum class Kind { kSend, kRecv };
+  enum class What { kActivation, kGradient };
+  Kind kind = Kind::kSend;
+  What what = What::kActivation;
+  int micro = 0;
+  int chunk = 0;
+  int peer = 0;  // pipeline rank
+};
+
+struct Instruction {
+  enum class Op {
+    kLoad,        // the micro-batch's inputs (first stage) or labels (last stage)
+    kForward,     // the stage's layers on micro-batch `micro`
+    kBackward,    // their backward (input and weight gradients)
+    kComm,        // `transfers` as one point-to-point batch, waited for before the next
+    kReduceTied,  // tied parameters' gradients summed over the stages that hold them
+    kReduce,      // the data-parallel gradient reduction (ZeRO's)
+    kStep,        // the optimizer step
+  };
+  Op op = Op::kForward;
+  int micro = -1;
+  int chunk = 0;
+  std::vector<Transfer> transfers;
+};
+
+// The instructions of pipeline rank `rank` of `stages` for one batch of `micro_batches`.
+// UsageError when the sizes are not positive or the rank is outside.
+std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank);
+
+std::string to_string(const Instruction& instruction);  // "F3", "comm[send act 3 -> 2]", ...
+
+}  // namespace zero::pipe

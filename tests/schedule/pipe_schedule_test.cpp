@@ -1,0 +1,173 @@
+// The pipeline schedules run on a simulator of the executor: one instruction stream per rank,
+// forward and backward with costs F and B, every comm batch blocking until each of its
+// messages' counterparts has been posted by the peer (a send may wait for its receive, as on
+// Gloo and NCCL). Over p 1..8 and m 1..32 it checks what the executor relies on: the n-th
+// message a rank sends a peer is the n-th that peer receives from it and of the same kind,
+// micro-batch and chunk; no rank talks to itself; nothing deadlocks; each micro-batch's forward
+// precedes its backward, each once; the optimizer step comes last; a rank holds at most p - r
+// micro-batches' activations; and the bubble is what 1F1B promises: every rank idles
+// (p - 1)(F + B) of the makespan.
+#include <zero/engine/pipe/schedule.h>
+#include <zero/error.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace zero::pipe;
+
+namespace {
+
+// A message in flight: sender, receiver, what, micro-batch, chunk.
+using Key = std::tuple<int, int, int, int, int>;
+
+Key key_of(int rank, const Transfer& t) {
+  const bool send = t.kind == Transfer::Kind::kSend;
+  return {send ? rank : t.peer, send ? t.peer : rank, static_cast<int>(t.what), t.micro, t.chunk};
+}
+
+struct Result {
+  double makespan = 0;
+  std::vector<double> busy;  // per rank: time spent in forward and backward
+  std::vector<int> peak_in_flight;
+};
+
+// Runs every rank's schedule to the end; FAILs on a deadlock or a broken rule.
+Result simulate(int p, int m, double f_cost, double b_cost) {
+  std::vector<std::vector<Instruction>> prog(p);
+  for (int r = 0; r < p; ++r) prog[r] = build_schedule(ScheduleKind::kOneFOneB, p, m, r);
+
+  // Order per (sender, receiver) pair: the sends and the receives list the same messages.
+  std::map<std::pair<int, int>, std::vector<Key>> sent, received;
+  for (int r = 0; r < p; ++r)
+    for (const Instruction& in : prog[r])
+      for (const Transfer& t : in.transfers) {
+        INFO("rank " << r << ": " << to_string(in));
+        REQUIRE(t.peer != r);
+        REQUIRE(t.peer >= 0);
+        REQUIRE(t.peer < p);
+        const Key k = key_of(r, t);
+        auto& list = t.kind == Transfer::Kind::kSend ? sent : received;
+        list[{std::get<0>(k), std::get<1>(k)}].push_back(k);
+      }
+  REQUIRE(sent == received);
+
+  std::vector<size_t> pc(p, 0);
+  std::vector<double> clock(p, 0);
+  std::vector<bool> posted(p, false);
+  std::map<Key, double> post_time;  // (key, direction) posting times
+  std::map<Key, double> recv_post_time;
+  Result res;
+  res.busy.assign(p, 0);
+  res.peak_in_flight.assign(p, 0);
+  std::vector<std::set<int>> forwarded(p), backwarded(p);
+  for (;;) {
+    bool progress = false, done = true;
+    for (int r = 0; r < p; ++r) {
+      while (pc[r] < prog[r].size()) {
+        done = false;
+        const Instruction& in = prog[r][pc[r]];
+        INFO("rank " << r << " at " << to_string(in));
+        if (in.op == Instruction::Op::kComm) {
+          if (!posted[r]) {
+            for (const Transfer& t : in.transfers)
+              (t.kind == Transfer::Kind::kSend ? post_time : recv_post_time)[key_of(r, t)] =
+                  clock[r];
+            posted[r] = true;
+            progress = true;
+          }
+          double ready = clock[r];
+          bool all = true;
+          for (const Transfer& t : in.transfers) {
+            const auto& other = t.kind == Transfer::Kind::kSend ? recv_post_time : post_time;
+            auto it = other.find(key_of(r, t));
+            if (it == other.end()) {
+              all = false;
+              break;
+            }
+            ready = std::max(ready, it->second);
+          }
+          if (!all) break;  // blocked on a peer
+          clock[r] = ready;
+          posted[r] = false;
+        } else if (in.op == Instruction::Op::kForward) {
+          REQUIRE(forwarded[r].insert(in.micro).second);
+          clock[r] += f_cost;
+          res.busy[r] += f_cost;
+          res.peak_in_flight[r] = std::max<int>(
+              res.peak_in_flight[r], static_cast<int>(forwarded[r].size() - backwarded[r].size()));
+        } else if (in.op == Instruction::Op::kBackward) {
+          REQUIRE(forwarded[r].count(in.micro) == 1);
+          REQUIRE(backwarded[r].insert(in.micro).second);
+          clock[r] += b_cost;
+          res.busy[r] += b_cost;
+        } else if (in.op == Instruction::Op::kLoad) {
+          REQUIRE((r == 0 || r == p - 1));
+        } else if (in.op == Instruction::Op::kStep) {
+          REQUIRE(pc[r] + 1 == prog[r].size());
+        }
+        ++pc[r];
+        progress = true;
+      }
+    }
+    if (done) break;
+    if (!progress) {
+      std::string where;
+      for (int r = 0; r < p; ++r)
+        where += "rank " + std::to_string(r) + " at " +
+                 (pc[r] < prog[r].size() ? to_string(prog[r][pc[r]]) : "end") + "; ";
+      FAIL("deadlock: " << where);
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    REQUIRE(static_cast<int>(forwarded[r].size()) == m);
+    REQUIRE(static_cast<int>(backwarded[r].size()) == m);
+    res.makespan = std::max(res.makespan, clock[r]);
+  }
+  return res;
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: messages pair in order, no deadlock, bounded activations, its bubble") {
+  const double f = 1.0, b = 2.0;
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 32; ++m) {
+      INFO("p " << p << ", m " << m);
+      const Result res = simulate(p, m, f, b);
+      for (int r = 0; r < p; ++r) {
+        INFO("rank " << r);
+        REQUIRE(res.peak_in_flight[r] <= p - r);
+        REQUIRE(res.makespan - res.busy[r] == Approx((p - 1) * (f + b)));
+      }
+    }
+}
+
+TEST_CASE("1F1B: the first rank's warm-up, steady state and drain") {
+  // p 3, m 4 on rank 0: two forwards ahead, then alternate, then drain.
+  std::vector<std::string> ops;
+  for (const Instruction& in : build_schedule(ScheduleKind::kOneFOneB, 3, 4, 0))
+    if (in.op == Instruction::Op::kForward || in.op == Instruction::Op::kBackward)
+      ops.push_back(to_string(in));
+  REQUIRE(ops == std::vector<std::string>{"F0", "F1", "F2", "B0", "F3", "B1", "B2", "B3"});
+  // The last rank alternates from the start, and its sends and receives are combined batches.
+  std::vector<std::string> last;
+  for (const Instruction& in : build_schedule(ScheduleKind::kOneFOneB, 3, 2, 2))
+    last.push_back(to_string(in));
+  REQUIRE(last == std::vector<std::string>{"comm[recv act 0 <- 1]", "load0", "F0", "B0",
+                                           "comm[send grad 0 -> 1, recv act 1 <- 1]", "load1", "F1",
+                                           "B1", "comm[send grad 1 -> 1]", "reduce_tied", "reduce",
+                                           "step"});
+}
+
+TEST_CASE("schedule names and sizes are checked") {
+  REQUIRE(parse_schedule_kind("1f1b") == ScheduleKind::kOneFOneB);
+  REQUIRE_THROWS_WITH(parse_schedule_kind("gpipe"), Catch::Contains("not one of: 1f1b"));
+  REQUIRE_THROWS_AS(build_schedule(ScheduleKind::kOneFOneB, 0, 4, 0), zero::UsageError);
+  REQUIRE_THROWS_AS(build_schedule(ScheduleKind::kOneFOneB, 2, 4, 2), zero::UsageError);
+}
