@@ -210,6 +210,15 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
   return detail::initialize_on(std::move(model), parsed, grid.world(), &grid);
 }
 
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
+                  const ParallelGrid& grid, const std::map<std::string, std::string>& overrides) {
+  ZERO_CHECK(grid.world(), UsageError, "initialize: the grid has no world (use parallel_grid)");
+  ConfigOptions options;
+  options.world_size = grid.world()->world_size();
+  options.overrides = overrides;
+  return initialize(std::move(model), parse_config_file(config_path, options), grid);
+}
+
 Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& parsed,
                              std::shared_ptr<Communicator> comm, const ParallelGrid* grid) {
   ZERO_CHECK(model, UsageError, "initialize: no model");
@@ -597,10 +606,10 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
   for (size_t i = 0; i < s.params.size(); ++i) {
     const auto split = s.split_dims.find(s.params[i].unsafeGetTensorImpl());
     // Every tensor rank gathers its slices in the same (layout) order.
-    out.emplace_back(s.names[i], split == s.split_dims.end() || s.tensor_size == 1
-                                     ? s.params[i].detach().clone()
-                                     : detail::whole_of_slices(*s.tensor, s.params[i],
-                                                               split->second));
+    out.emplace_back(s.names[i],
+                     split == s.split_dims.end() || s.tensor_size == 1
+                         ? s.params[i].detach().clone()
+                         : detail::whole_of_slices(*s.tensor, s.params[i], split->second));
   }
   s.stage->release_all();
   return out;

@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include <zero/comm/parallel_grid.h>
@@ -207,7 +208,13 @@ void strided_whole(const std::shared_ptr<Communicator>& world, int tp) {
   torch::manual_seed(3);
   tp::ColumnParallelLinear qkv(tp::ColumnParallelLinearOptions(kWidth, 3 * kWidth).stride(3),
                                grid.tensor_group());
-  Engine engine = initialize(qkv.ptr(), parsed, grid);
+  // From a ds_config file this time (initialize(model, path, grid)).
+  const std::string path =
+      zero::detail::str(std::filesystem::temp_directory_path().string(), "/zero_tp_config_",
+                        std::getenv("MASTER_PORT"), "_", world->rank(), ".json");
+  std::ofstream(path) << config_json(c, w);
+  Engine engine = initialize(qkv.ptr(), path, grid);
+  std::filesystem::remove(path);
   const auto whole = engine.full_parameters();
   EXPECT(whole.size() == 2, whole.size(), " parameters");
   for (const auto& [name, got] : whole) {

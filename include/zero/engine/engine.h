@@ -189,14 +189,19 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
                   std::shared_ptr<Communicator> comm);
 // Tensor parallelism: the model's zero::tp layers are built on grid.tensor_group(), and ZeRO
 // partitions, reduces and gathers over grid.data_group() only (each data group shares one
-// tensor rank, so every slice is sharded among the ranks that hold it). The config's batch sizes
-// are per data-parallel rank: parse it with ConfigOptions::world_size = grid.data_size().
+// tensor rank, so every slice is sharded among the ranks that hold it). Parse the config for the
+// whole world (ConfigOptions::world_size = the world's size): its batch arithmetic divides by
+// tensor_parallel.autotp_size, which must be the grid's tensor size.
 // full_parameters() and save_16bit_model() assemble the whole tensors from the slices (the file
 // loads into the same model built without tensor parallelism, and load_state_dict cuts such a
 // file into any grid's slices); checkpoints hold the slices and load at any other grid. Not yet
 // with tensor parallelism > 1: pipeline stages > 1 (refused with a UsageError).
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
                   const ParallelGrid& grid);
+// The same from a ds_config file, resolved for the grid's world.
+Engine initialize(std::shared_ptr<torch::nn::Module> model, const std::string& config_path,
+                  const ParallelGrid& grid,
+                  const std::map<std::string, std::string>& overrides = {});
 
 // The grid a ds_config asks for: tensor_parallel.autotp_size tensor-parallel ranks, the rest
 // data-parallel (no pipeline stages yet). Collective over `world` (null: world_communicator()).
