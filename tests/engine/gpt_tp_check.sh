@@ -9,7 +9,9 @@
 # every step's loss equal to 1e-5 (relative), for STEPS steps (default 20). With dropout 0.1 at
 # tp 2 (each rank's heads draw from the model-parallel RNG tracker), the run with every block
 # checkpointed has the losses of the run without, bit for bit; with sequence parallelism too.
-# A run with dropout at tp 2 saved halfway and resumed (gpt_train --save_dir: the checkpoint
+# Stage 3 with the optimizer and parameters offloaded to the CPU: the same losses bit for bit;
+# bf16 at tp 2 within 2% of bf16 at tp 1 at every step. A run with dropout at tp 2 saved halfway
+# and resumed (gpt_train --save_dir: the checkpoint
 # carries the tensor-parallel RNG tracker's streams) has the uninterrupted run's losses, bit for
 # bit. activation_checkpointing.partition_activations at tp 2: the same losses bit for bit, half the
 # peak bytes of saved checkpoint inputs; refused (with a clear error) under sequence parallelism,
@@ -48,6 +50,10 @@ run sp_dropout 2 2 3 --dropout 0.1 --sequence-parallel
 RUN_STEPS=$((steps / 2)) run resume_first 2 2 3 --dropout 0.1 --save_dir "$tmp/ckpt"
 run resumed 2 2 3 --dropout 0.1 --save_dir "$tmp/ckpt"
 grep -q "resumed from" "$tmp/resumed.log" || { cat "$tmp/resumed.log"; echo "FAIL: did not resume"; exit 1; }
+run offload 2 2 3 --dropout 0.1 --set zero_optimization.offload_optimizer.device=cpu \
+  --set zero_optimization.offload_param.device=cpu
+run bf16_base 1 1 1 --set bf16.enabled=true
+run bf16 2 2 1 --set bf16.enabled=true
 run sp_dropout_ckpt 2 2 3 --dropout 0.1 --sequence-parallel --checkpoint-activations
 run partitioned 2 2 3 --dropout 0.1 --checkpoint-activations \
   --set activation_checkpointing.partition_activations=true
@@ -96,6 +102,21 @@ if resumed != load("dropout")["losses"]:
     failed = True
 else:
     print(f"ok   saved at step {half} and resumed with dropout at tp 2: the same {steps} losses")
+if load("offload")["losses"] != load("dropout")["losses"]:
+    print(f"FAIL offload at tp 2: losses {load('offload')['losses']} differ from "
+          f"{load('dropout')['losses']} without offload")
+    failed = True
+else:
+    print(f"ok   stage 3 with optimizer and parameters offloaded at tp 2: the same {steps} losses")
+# bf16: 8 mantissa bits, and tp 2 sums each matrix product in two halves: near, not equal.
+got, want = load("bf16")["losses"], load("bf16_base")["losses"]
+worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+if len(got) != steps or worst > 0.02 or not got[-1] < 0.9 * got[0]:
+    print(f"FAIL bf16 at tp 2: losses {got} vs tp 1's {want} (max rel diff {worst:.2e})")
+    failed = True
+else:
+    print(f"ok   bf16 at tp 2 vs tp 1: {steps} losses within {worst:.2e} (bound 2e-2), "
+          f"loss {got[0]:.4f} -> {got[-1]:.4f}")
 whole, parted = load("dropout_ckpt"), load("partitioned")
 if whole["losses"] != parted["losses"]:
     print(f"FAIL partition_activations: losses {parted['losses']} differ from {whole['losses']}")
