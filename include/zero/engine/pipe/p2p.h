@@ -1,0 +1,47 @@
+// Activations and gradients between pipeline stages: a micro-batch's tuple of tensors of any
+// shapes and dtypes, sent with a header (count, dtypes, shapes) each time, so varying sequence
+// lengths need no flag. One exchange is one schedule step's messages, as two point-to-point
+// batches over the pipeline group: the headers, then the data (whose sizes the headers gave),
+// each with every receive posted before any send, so neighbours cannot deadlock.
+#pragma once
+
+#include <zero/comm/communicator.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace zero::pipe {
+
+// The most int64 slots a tuple's header takes: 1 + per tensor 2 + its dimensions.
+constexpr int64_t kHeaderSlots = 128;
+
+struct Outgoing {
+  int peer = 0;
+  std::vector<at::Tensor> tensors;  // contiguous copies are sent; float, half, bf16, int, long
+  std::string what;                 // for errors: "activation of micro-batch 3"
+};
+struct Incoming {
+  int peer = 0;
+  std::string what;
+};
+
+// Sends every Outgoing and receives one tuple per Incoming (returned in the same order), on the
+// CPU or the device of the first tensor sent (receives with nothing sent land on `device`).
+// UsageError naming `what` for a tensor the transport cannot carry (bool, uint8, too many
+// dimensions); timeouts are the communicator's (naming the peer and direction).
+std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
+                                              const std::vector<Outgoing>& sends,
+                                              const std::vector<Incoming>& receives,
+                                              at::Device device);
+
+// The header of a tuple, and the tensors' shapes and dtypes back from one (both checked).
+at::Tensor encode_header(const std::vector<at::Tensor>& tensors, const std::string& what);
+struct TensorMeta {
+  at::ScalarType dtype;
+  std::vector<int64_t> sizes;
+};
+std::vector<TensorMeta> decode_header(const at::Tensor& header, const std::string& what);
+
+}  // namespace zero::pipe
