@@ -9,14 +9,17 @@
 namespace zero::pipe {
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
-  if (name == "1f1b") return ScheduleKind::kOneFOneB;
-  throw ConfigError("pipeline schedule '" + name + "' is not one of: 1f1b");
+  for (ScheduleKind k : {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved})
+    if (name == to_string(k)) return k;
+  throw ConfigError("pipeline schedule '" + name + "' is not one of: 1f1b, interleaved");
 }
 
 const char* to_string(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::kOneFOneB:
       return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -105,17 +108,143 @@ std::vector<Instruction> one_f_one_b(int stages, int micro_batches, int rank) {
   return b.finish();
 }
 
+// One compute step of a rank's order: a forward or a backward of (micro, chunk).
+struct Step {
+  Instruction::Op op;
+  int micro;
+  int chunk;
+};
+
+// Where a rank's steps get their inputs and send their outputs, with v chunks per rank: rank
+// r's chunk c is part c p + r of the model, so part k's output goes to rank (k + 1) % p's chunk
+// (k + 1) / p. A message carries the chunk of the step that receives it. Hand-offs within a rank
+// (p 1) are not messages.
+class Neighbours {
+ public:
+  Neighbours(int stages, int chunks, int rank) : p_(stages), v_(chunks), r_(rank) {}
+
+  std::vector<Transfer> inputs(const Step& s) const {
+    std::vector<Transfer> out;
+    if (s.op == Instruction::Op::kForward && part(s.chunk) > 0)
+      add(out, Transfer::Kind::kRecv, Transfer::What::kActivation, s, (r_ + p_ - 1) % p_, s.chunk);
+    if (is_backward(s.op) && part(s.chunk) < p_ * v_ - 1)
+      add(out, Transfer::Kind::kRecv, Transfer::What::kGradient, s, (r_ + 1) % p_, s.chunk);
+    return out;
+  }
+  std::vector<Transfer> outputs(const Step& s) const {
+    std::vector<Transfer> out;
+    if (s.op == Instruction::Op::kForward && part(s.chunk) < p_ * v_ - 1)
+      add(out, Transfer::Kind::kSend, Transfer::What::kActivation, s, (r_ + 1) % p_,
+          r_ == p_ - 1 ? s.chunk + 1 : s.chunk);
+    if (is_backward(s.op) && part(s.chunk) > 0)
+      add(out, Transfer::Kind::kSend, Transfer::What::kGradient, s, (r_ + p_ - 1) % p_,
+          r_ == 0 ? s.chunk - 1 : s.chunk);
+    return out;
+  }
+  // The model's first part loads the inputs, its last the labels.
+  bool loads(const Step& s) const {
+    return s.op == Instruction::Op::kForward &&
+           (part(s.chunk) == 0 || part(s.chunk) == p_ * v_ - 1);
+  }
+
+ private:
+  static bool is_backward(Instruction::Op op) { return op == Instruction::Op::kBackward; }
+  int part(int chunk) const { return chunk * p_ + r_; }
+  void add(std::vector<Transfer>& out, Transfer::Kind kind, Transfer::What what, const Step& s,
+           int peer, int chunk) const {
+    if (peer != r_) out.push_back(Transfer{kind, what, s.micro, chunk, peer});
+  }
+  int p_, v_, r_;
+};
+
+// A rank's compute order in units: a warm-up forward, a steady-state forward and backward, a
+// cool-down backward.
+using Units = std::vector<std::vector<Step>>;
+
+// A rank's instructions from its units: before each unit, one batch with the previous unit's
+// outputs and this unit's inputs (Megatron's send_forward_backward_recv_forward_backward and its
+// kin). With two neighbours that are one rank (p 2), a unit's sends and receives must be in one
+// batch: separate blocking batches would each wait for the other's.
+std::vector<Instruction> with_messages(const Units& units, const Neighbours& n) {
+  std::vector<Instruction> out;
+  auto comm = [&](std::vector<Transfer> transfers) {
+    if (transfers.empty()) return;
+    Instruction in;
+    in.op = Instruction::Op::kComm;
+    in.transfers = std::move(transfers);
+    out.push_back(std::move(in));
+  };
+  auto step = [&](Instruction::Op op, const Step& s) {
+    Instruction in;
+    in.op = op;
+    in.micro = s.micro;
+    in.chunk = s.chunk;
+    out.push_back(std::move(in));
+  };
+  std::vector<Transfer> pending;  // the previous unit's outputs
+  for (const std::vector<Step>& unit : units) {
+    std::vector<Transfer> batch = std::move(pending);
+    pending.clear();
+    for (const Step& s : unit)
+      for (const Transfer& t : n.inputs(s)) batch.push_back(t);
+    comm(std::move(batch));
+    for (const Step& s : unit) {
+      if (n.loads(s)) step(Instruction::Op::kLoad, s);
+      step(s.op, s);
+      for (const Transfer& t : n.outputs(s)) pending.push_back(t);
+    }
+  }
+  comm(std::move(pending));
+  for (auto op : {Instruction::Op::kReduceTied, Instruction::Op::kReduce, Instruction::Op::kStep})
+    step(op, Step{op, -1, 0});
+  return out;
+}
+
+// Megatron's forward_backward_pipelining_with_interleaving: the k-th chunk forward of a rank is
+// micro-batch (k / (p v)) p + k % p of chunk (k % (p v)) / p; backwards run the chunks in reverse.
+std::vector<Instruction> interleaved(int p, int v, int m, int rank) {
+  const int total = m * v;
+  auto micro_of = [&](int k) { return k / (p * v) * p + k % p; };
+  auto chunk_of = [&](int k, bool forward) {
+    const int c = k % (p * v) / p;
+    return forward ? c : v - 1 - c;
+  };
+  const int warmup = m == p ? total : std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+  auto forward = [&](int k) -> Step {
+    return {Instruction::Op::kForward, micro_of(k), chunk_of(k, true)};
+  };
+  auto backward = [&](int k) -> Step {
+    return {Instruction::Op::kBackward, micro_of(k), chunk_of(k, false)};
+  };
+  Units units;
+  for (int k = 0; k < warmup; ++k) units.push_back({forward(k)});
+  for (int k = 0; k < total - warmup; ++k) units.push_back({forward(warmup + k), backward(k)});
+  for (int k = total - warmup; k < total; ++k) units.push_back({backward(k)});
+  return with_messages(units, Neighbours(p, v, rank));
+}
+
 }  // namespace
 
-std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches,
-                                        int rank) {
+std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
+                                        int chunks) {
   ZERO_CHECK(stages >= 1 && micro_batches >= 1, UsageError, "pipeline schedule: ", stages,
              " stages and ", micro_batches, " micro-batches; both must be at least 1");
   ZERO_CHECK(rank >= 0 && rank < stages, UsageError, "pipeline schedule: rank ", rank,
              " is outside the ", stages, " stages");
+  ZERO_CHECK(kind == ScheduleKind::kInterleaved || chunks == 1, UsageError, "pipeline schedule ",
+             to_string(kind), ": ", chunks,
+             " model chunks per rank; only the interleaved schedule has more than 1");
   switch (kind) {
     case ScheduleKind::kOneFOneB:
       return one_f_one_b(stages, micro_batches, rank);
+    case ScheduleKind::kInterleaved:
+      ZERO_CHECK(chunks >= 2, ConfigError, "pipeline schedule interleaved: ", chunks,
+                 " model chunks per rank (pipeline.virtual_stages); it needs at least 2");
+      ZERO_CHECK(micro_batches % stages == 0, ConfigError,
+                 "pipeline schedule interleaved: the micro-batches (", micro_batches,
+                 ", gradient_accumulation_steps) must be a multiple of the pipeline stages (",
+                 stages, ")");
+      return interleaved(stages, chunks, micro_batches, rank);
   }
   throw UsageError("pipeline schedule: unknown kind");
 }
@@ -126,9 +255,9 @@ std::string to_string(const Instruction& in) {
     case Instruction::Op::kLoad:
       return "load" + micro;
     case Instruction::Op::kForward:
-      return "F" + micro;
+      return "F" + micro + (in.chunk ? "." + std::to_string(in.chunk) : "");
     case Instruction::Op::kBackward:
-      return "B" + micro;
+      return "B" + micro + (in.chunk ? "." + std::to_string(in.chunk) : "");
     case Instruction::Op::kReduceTied:
       return "reduce_tied";
     case Instruction::Op::kReduce:

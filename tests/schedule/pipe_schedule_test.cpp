@@ -1,7 +1,7 @@
 // The pipeline schedules run on a simulator of the executor: one instruction stream per rank,
 // forward and backward with costs F and B, every comm batch blocking until each of its
 // messages' counterparts has been posted by the peer (a send may wait for its receive, as on
-// Gloo and NCCL). Over p 1..8 and m 1..32 it checks what the executor relies on: the n-th
+// Gloo and NCCL). Over p 1..8, v 1..4 and m 1..32 it checks what the executor relies on: the n-th
 // message a rank sends a peer is the n-th that peer receives from it and of the same kind,
 // micro-batch and chunk; no rank talks to itself; nothing deadlocks; each micro-batch's forward
 // precedes its backward, each once; the optimizer step comes last; a rank holds at most p - r
@@ -33,14 +33,19 @@ Key key_of(int rank, const Transfer& t) {
 
 struct Result {
   double makespan = 0;
-  std::vector<double> busy;  // per rank: time spent in forward and backward
-  std::vector<int> peak_in_flight;
+  std::vector<double> busy;         // per rank: time spent in forward and backward
+  std::vector<int> peak_in_flight;  // micro-batch chunks forwarded and not yet backwarded
+};
+
+// Costs of one step: a forward and a backward.
+struct Costs {
+  double f = 1, b = 2;
 };
 
 // Runs every rank's schedule to the end; FAILs on a deadlock or a broken rule.
-Result simulate(int p, int m, double f_cost, double b_cost) {
+Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
   std::vector<std::vector<Instruction>> prog(p);
-  for (int r = 0; r < p; ++r) prog[r] = build_schedule(ScheduleKind::kOneFOneB, p, m, r);
+  for (int r = 0; r < p; ++r) prog[r] = build_schedule(kind, p, m, r, v);
 
   // Order per (sender, receiver) pair: the sends and the receives list the same messages.
   std::map<std::pair<int, int>, std::vector<Key>> sent, received;
@@ -65,7 +70,8 @@ Result simulate(int p, int m, double f_cost, double b_cost) {
   Result res;
   res.busy.assign(p, 0);
   res.peak_in_flight.assign(p, 0);
-  std::vector<std::set<int>> forwarded(p), backwarded(p);
+  // Per rank, the (micro, chunk) pairs forwarded and backwarded.
+  std::vector<std::set<std::pair<int, int>>> forwarded(p), backwarded(p);
   for (;;) {
     bool progress = false, done = true;
     for (int r = 0; r < p; ++r) {
@@ -96,16 +102,16 @@ Result simulate(int p, int m, double f_cost, double b_cost) {
           clock[r] = ready;
           posted[r] = false;
         } else if (in.op == Instruction::Op::kForward) {
-          REQUIRE(forwarded[r].insert(in.micro).second);
-          clock[r] += f_cost;
-          res.busy[r] += f_cost;
+          REQUIRE(forwarded[r].insert({in.micro, in.chunk}).second);
+          clock[r] += cost.f;
+          res.busy[r] += cost.f;
           res.peak_in_flight[r] = std::max<int>(
               res.peak_in_flight[r], static_cast<int>(forwarded[r].size() - backwarded[r].size()));
         } else if (in.op == Instruction::Op::kBackward) {
-          REQUIRE(forwarded[r].count(in.micro) == 1);
-          REQUIRE(backwarded[r].insert(in.micro).second);
-          clock[r] += b_cost;
-          res.busy[r] += b_cost;
+          REQUIRE(forwarded[r].count({in.micro, in.chunk}) == 1);
+          REQUIRE(backwarded[r].insert({in.micro, in.chunk}).second);
+          clock[r] += cost.b;
+          res.busy[r] += cost.b;
         } else if (in.op == Instruction::Op::kLoad) {
           REQUIRE((r == 0 || r == p - 1));
         } else if (in.op == Instruction::Op::kStep) {
@@ -125,8 +131,8 @@ Result simulate(int p, int m, double f_cost, double b_cost) {
     }
   }
   for (int r = 0; r < p; ++r) {
-    REQUIRE(static_cast<int>(forwarded[r].size()) == m);
-    REQUIRE(static_cast<int>(backwarded[r].size()) == m);
+    REQUIRE(static_cast<int>(forwarded[r].size()) == m * v);
+    REQUIRE(static_cast<int>(backwarded[r].size()) == m * v);
     res.makespan = std::max(res.makespan, clock[r]);
   }
   return res;
@@ -135,17 +141,35 @@ Result simulate(int p, int m, double f_cost, double b_cost) {
 }  // namespace
 
 TEST_CASE("1F1B: messages pair in order, no deadlock, bounded activations, its bubble") {
-  const double f = 1.0, b = 2.0;
+  const Costs c;
   for (int p = 1; p <= 8; ++p)
     for (int m = 1; m <= 32; ++m) {
       INFO("p " << p << ", m " << m);
-      const Result res = simulate(p, m, f, b);
+      const Result res = simulate(ScheduleKind::kOneFOneB, p, m, c);
       for (int r = 0; r < p; ++r) {
         INFO("rank " << r);
         REQUIRE(res.peak_in_flight[r] <= p - r);
-        REQUIRE(res.makespan - res.busy[r] == Approx((p - 1) * (f + b)));
+        REQUIRE(res.makespan - res.busy[r] == Approx((p - 1) * (c.f + c.b)));
       }
     }
+}
+
+TEST_CASE("interleaved: messages pair in order, no deadlock, its bubble (p - 1)(F + B) / v") {
+  // A chunk holds 1/v of a stage's layers: its F and B cost 1/v of 1F1B's.
+  for (int v = 2; v <= 4; ++v)
+    for (int p = 1; p <= 8; ++p)
+      for (int m = p; m <= 32; m += p) {
+        INFO("p " << p << ", v " << v << ", m " << m);
+        Costs c;
+        c.f = 1.0 / v, c.b = 2.0 / v;
+        const Result res = simulate(ScheduleKind::kInterleaved, p, m, c, v);
+        for (int r = 0; r < p; ++r) {
+          INFO("rank " << r);
+          const int warmup = m == p ? m * v : std::min((p - r - 1) * 2 + (v - 1) * p, m * v);
+          REQUIRE(res.peak_in_flight[r] <= std::min(warmup + 1, m * v));
+          REQUIRE(res.makespan - res.busy[r] == Approx((p - 1) * (1.0 + 2.0) / v));
+        }
+      }
 }
 
 TEST_CASE("1F1B: the first rank's warm-up, steady state and drain") {
@@ -167,7 +191,14 @@ TEST_CASE("1F1B: the first rank's warm-up, steady state and drain") {
 
 TEST_CASE("schedule names and sizes are checked") {
   REQUIRE(parse_schedule_kind("1f1b") == ScheduleKind::kOneFOneB);
-  REQUIRE_THROWS_WITH(parse_schedule_kind("gpipe"), Catch::Contains("not one of: 1f1b"));
+  REQUIRE(parse_schedule_kind("interleaved") == ScheduleKind::kInterleaved);
+  REQUIRE_THROWS_WITH(parse_schedule_kind("gpipe"),
+                      Catch::Contains("not one of: 1f1b, interleaved"));
+  REQUIRE_THROWS_WITH(build_schedule(ScheduleKind::kInterleaved, 4, 6, 0, 2),
+                      Catch::Contains("must be a multiple of the pipeline stages (4)"));
+  REQUIRE_THROWS_WITH(build_schedule(ScheduleKind::kInterleaved, 4, 8, 0, 1),
+                      Catch::Contains("it needs at least 2"));
+  REQUIRE_THROWS_AS(build_schedule(ScheduleKind::kOneFOneB, 4, 8, 0, 2), zero::UsageError);
   REQUIRE_THROWS_AS(build_schedule(ScheduleKind::kOneFOneB, 0, 4, 0), zero::UsageError);
   REQUIRE_THROWS_AS(build_schedule(ScheduleKind::kOneFOneB, 2, 4, 2), zero::UsageError);
 }

@@ -10,8 +10,13 @@ namespace zero::pipe {
 
 // "1f1b": DeepSpeed's TrainSchedule and Megatron's non-interleaved schedule: rank r runs
 // min(p - r - 1, m) forwards, then alternates one forward and one backward, then drains the
-// backwards, so it holds at most p - r micro-batches' activations.
-enum class ScheduleKind { kOneFOneB };
+// backwards, so it holds at most p - r micro-batches' activations. Bubble: (p - 1)(F + B) per
+// rank, whatever m.
+// "interleaved": Megatron's virtual pipeline: each rank holds v model chunks (rank r's chunk c is
+// part c p + r of the model), F and B of a chunk cost 1/v of a stage's; needs m % p == 0. Bubble:
+// (p - 1)(F + B) / v, for v times the messages and more activations in flight (rank 0 warms up
+// 2(p - 1) + (v - 1) p chunk forwards, against p - 1 stage forwards).
+enum class ScheduleKind { kOneFOneB, kInterleaved };
 
 ScheduleKind parse_schedule_kind(const std::string& name);  // ConfigError naming the choices
 const char* to_string(ScheduleKind kind);
@@ -44,9 +49,12 @@ struct Instruction {
   std::vector<Transfer> transfers;
 };
 
-// The instructions of pipeline rank `rank` of `stages` for one batch of `micro_batches`.
-// UsageError when the sizes are not positive or the rank is outside.
-std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank);
+// The instructions of pipeline rank `rank` of `stages` for one batch of `micro_batches`, with
+// `chunks` model chunks per rank (interleaved only; 1 otherwise). UsageError when the sizes are
+// not positive, the rank is outside, or chunks is not 1 for a schedule without chunks;
+// ConfigError when interleaving gets fewer than 2 chunks or m is not a multiple of p.
+std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
+                                        int chunks = 1);
 
 std::string to_string(const Instruction& instruction);  // "F3", "comm[send act 3 -> 2]", ...
 
