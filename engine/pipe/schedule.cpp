@@ -9,9 +9,10 @@
 namespace zero::pipe {
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
-  for (ScheduleKind k : {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved})
+  for (ScheduleKind k :
+       {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1})
     if (name == to_string(k)) return k;
-  throw ConfigError("pipeline schedule '" + name + "' is not one of: 1f1b, interleaved");
+  throw ConfigError("pipeline schedule '" + name + "' is not one of: 1f1b, interleaved, zb-h1");
 }
 
 const char* to_string(ScheduleKind kind) {
@@ -20,6 +21,8 @@ const char* to_string(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
   }
   return "?";
 }
@@ -108,7 +111,7 @@ std::vector<Instruction> one_f_one_b(int stages, int micro_batches, int rank) {
   return b.finish();
 }
 
-// One compute step of a rank's order: a forward or a backward of (micro, chunk).
+// One compute step of a rank's order: a forward, a backward or a zb-h1 half, of (micro, chunk).
 struct Step {
   Instruction::Op op;
   int micro;
@@ -148,7 +151,9 @@ class Neighbours {
   }
 
  private:
-  static bool is_backward(Instruction::Op op) { return op == Instruction::Op::kBackward; }
+  static bool is_backward(Instruction::Op op) {
+    return op == Instruction::Op::kBackward || op == Instruction::Op::kBackwardInput;
+  }
   int part(int chunk) const { return chunk * p_ + r_; }
   void add(std::vector<Transfer>& out, Transfer::Kind kind, Transfer::What what, const Step& s,
            int peer, int chunk) const {
@@ -164,13 +169,19 @@ using Units = std::vector<std::vector<Step>>;
 // A rank's instructions from its units: before each unit, one batch with the previous unit's
 // outputs and this unit's inputs (Megatron's send_forward_backward_recv_forward_backward and its
 // kin). With two neighbours that are one rank (p 2), a unit's sends and receives must be in one
-// batch: separate blocking batches would each wait for the other's.
-std::vector<Instruction> with_messages(const Units& units, const Neighbours& n) {
+// batch: separate blocking batches would each wait for the other's. `send_behind`: a batch of
+// sends only is not waited for (a send completes only once its peer has posted the receive, and
+// the rank computes meanwhile); the communicator runs it before the rank's next batch.
+std::vector<Instruction> with_messages(const Units& units, const Neighbours& n,
+                                       bool send_behind = false) {
   std::vector<Instruction> out;
   auto comm = [&](std::vector<Transfer> transfers) {
     if (transfers.empty()) return;
     Instruction in;
     in.op = Instruction::Op::kComm;
+    in.wait = !send_behind ||
+              std::any_of(transfers.begin(), transfers.end(),
+                          [](const Transfer& t) { return t.kind == Transfer::Kind::kRecv; });
     in.transfers = std::move(transfers);
     out.push_back(std::move(in));
   };
@@ -181,12 +192,14 @@ std::vector<Instruction> with_messages(const Units& units, const Neighbours& n) 
     in.chunk = s.chunk;
     out.push_back(std::move(in));
   };
-  std::vector<Transfer> pending;  // the previous unit's outputs
+  std::vector<Transfer> pending;  // outputs not sent yet
   for (const std::vector<Step>& unit : units) {
+    std::vector<Transfer> receives;
+    for (const Step& s : unit)
+      for (const Transfer& t : n.inputs(s)) receives.push_back(t);
     std::vector<Transfer> batch = std::move(pending);
     pending.clear();
-    for (const Step& s : unit)
-      for (const Transfer& t : n.inputs(s)) batch.push_back(t);
+    batch.insert(batch.end(), receives.begin(), receives.end());
     comm(std::move(batch));
     for (const Step& s : unit) {
       if (n.loads(s)) step(Instruction::Op::kLoad, s);
@@ -223,6 +236,25 @@ std::vector<Instruction> interleaved(int p, int v, int m, int rank) {
   return with_messages(units, Neighbours(p, v, rank));
 }
 
+// ZB-H1 (Qi et al. 2024; the order of sail-sg's DeepSpeed schedule): rank r runs 1F1B's p - r - 1
+// warm-up forwards, then r forwards each with an input-gradient pass B only (deferring r weight
+// passes W), then F, B and W together, then the cool-down B and W, then the r deferred W's, which
+// fill what 1F1B leaves idle there. Each step is its own unit: a forward's activation leaves
+// before the B that follows it, which is what the previous ranks wait for.
+std::vector<Instruction> zero_bubble_h1(int p, int m, int rank) {
+  Units units;
+  int forward = 0, backward = 0, weight = 0;
+  auto f = [&] { units.push_back({{Instruction::Op::kForward, forward++, 0}}); };
+  auto b = [&] { units.push_back({{Instruction::Op::kBackwardInput, backward++, 0}}); };
+  auto w = [&] { units.push_back({{Instruction::Op::kBackwardWeight, weight++, 0}}); };
+  for (int i = 0; i < p - rank - 1 && forward < m; ++i) f();
+  for (int i = 0; i < rank && forward < m; ++i) f(), b();
+  while (forward < m) f(), b(), w();
+  while (backward < m) b(), w();
+  while (weight < m) w();
+  return with_messages(units, Neighbours(p, 1, rank), /*send_behind=*/true);
+}
+
 }  // namespace
 
 std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
@@ -245,6 +277,8 @@ std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro
                  ", gradient_accumulation_steps) must be a multiple of the pipeline stages (",
                  stages, ")");
       return interleaved(stages, chunks, micro_batches, rank);
+    case ScheduleKind::kZeroBubbleH1:
+      return zero_bubble_h1(stages, micro_batches, rank);
   }
   throw UsageError("pipeline schedule: unknown kind");
 }
@@ -258,6 +292,10 @@ std::string to_string(const Instruction& in) {
       return "F" + micro + (in.chunk ? "." + std::to_string(in.chunk) : "");
     case Instruction::Op::kBackward:
       return "B" + micro + (in.chunk ? "." + std::to_string(in.chunk) : "");
+    case Instruction::Op::kBackwardInput:
+      return "Bi" + micro;
+    case Instruction::Op::kBackwardWeight:
+      return "W" + micro;
     case Instruction::Op::kReduceTied:
       return "reduce_tied";
     case Instruction::Op::kReduce:
@@ -267,7 +305,7 @@ std::string to_string(const Instruction& in) {
     case Instruction::Op::kComm:
       break;
   }
-  std::string out = "comm[";
+  std::string out = in.wait ? "comm[" : "comm-behind[";
   for (size_t i = 0; i < in.transfers.size(); ++i) {
     const Transfer& t = in.transfers[i];
     out += (i ? ", " : "");

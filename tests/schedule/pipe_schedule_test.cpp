@@ -34,12 +34,12 @@ Key key_of(int rank, const Transfer& t) {
 struct Result {
   double makespan = 0;
   std::vector<double> busy;         // per rank: time spent in forward and backward
-  std::vector<int> peak_in_flight;  // micro-batch chunks forwarded and not yet backwarded
+  std::vector<int> peak_in_flight;  // micro-batch chunks forwarded, weight gradients not yet done
 };
 
-// Costs of one step: a forward and a backward.
+// Costs of one step: a forward, a whole backward, and a backward's input and weight halves.
 struct Costs {
-  double f = 1, b = 2;
+  double f = 1, b = 2, b_input = 1, b_weight = 1;
 };
 
 // Runs every rank's schedule to the end; FAILs on a deadlock or a broken rule.
@@ -65,13 +65,15 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0);
   std::vector<bool> posted(p, false);
-  std::map<Key, double> post_time;  // (key, direction) posting times
+  std::vector<double> posted_at(p, 0), comm_free(p, 0), behind_posted(p, 0);
+  std::vector<const Instruction*> behind(p, nullptr);  // a batch not waited for, still running
+  std::map<Key, double> post_time;                     // (key, direction) posting times
   std::map<Key, double> recv_post_time;
   Result res;
   res.busy.assign(p, 0);
   res.peak_in_flight.assign(p, 0);
-  // Per rank, the (micro, chunk) pairs forwarded and backwarded.
-  std::vector<std::set<std::pair<int, int>>> forwarded(p), backwarded(p);
+  // Per rank, the (micro, chunk) pairs forwarded, backwarded (input gradients) and done.
+  std::vector<std::set<std::pair<int, int>>> forwarded(p), backwarded(p), weighted(p);
   for (;;) {
     bool progress = false, done = true;
     for (int r = 0; r < p; ++r) {
@@ -79,39 +81,66 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
         done = false;
         const Instruction& in = prog[r][pc[r]];
         INFO("rank " << r << " at " << to_string(in));
+        // The earliest a batch can complete: when every counterpart has been posted (or
+        // nothing, when one has not been yet).
+        auto completes = [&](const std::vector<Transfer>& transfers, double posted_at) {
+          double ready = posted_at;
+          for (const Transfer& t : transfers) {
+            const auto& other = t.kind == Transfer::Kind::kSend ? recv_post_time : post_time;
+            auto it = other.find(key_of(r, t));
+            if (it == other.end()) return -1.0;
+            ready = std::max(ready, it->second);
+          }
+          return ready;
+        };
+        const bool final_steps = in.op == Instruction::Op::kReduceTied;
+        if ((in.op == Instruction::Op::kComm || final_steps) && behind[r]) {
+          // The communicator runs batches in order: the one behind finishes first.
+          const double at = completes(behind[r]->transfers, behind_posted[r]);
+          if (at < 0) break;  // blocked on a peer
+          comm_free[r] = at;
+          if (final_steps) clock[r] = std::max(clock[r], at);  // train_batch waits for it
+          behind[r] = nullptr;
+          progress = true;
+        }
         if (in.op == Instruction::Op::kComm) {
           if (!posted[r]) {
+            posted_at[r] = std::max(clock[r], comm_free[r]);
             for (const Transfer& t : in.transfers)
               (t.kind == Transfer::Kind::kSend ? post_time : recv_post_time)[key_of(r, t)] =
-                  clock[r];
+                  posted_at[r];
             posted[r] = true;
             progress = true;
           }
-          double ready = clock[r];
-          bool all = true;
-          for (const Transfer& t : in.transfers) {
-            const auto& other = t.kind == Transfer::Kind::kSend ? recv_post_time : post_time;
-            auto it = other.find(key_of(r, t));
-            if (it == other.end()) {
-              all = false;
-              break;
-            }
-            ready = std::max(ready, it->second);
+          if (!in.wait) {
+            behind[r] = &in;
+            behind_posted[r] = posted_at[r];
+          } else {
+            const double at = completes(in.transfers, posted_at[r]);
+            if (at < 0) break;  // blocked on a peer
+            clock[r] = comm_free[r] = at;
           }
-          if (!all) break;  // blocked on a peer
-          clock[r] = ready;
           posted[r] = false;
         } else if (in.op == Instruction::Op::kForward) {
           REQUIRE(forwarded[r].insert({in.micro, in.chunk}).second);
           clock[r] += cost.f;
           res.busy[r] += cost.f;
           res.peak_in_flight[r] = std::max<int>(
-              res.peak_in_flight[r], static_cast<int>(forwarded[r].size() - backwarded[r].size()));
-        } else if (in.op == Instruction::Op::kBackward) {
+              res.peak_in_flight[r], static_cast<int>(forwarded[r].size() - weighted[r].size()));
+        } else if (in.op == Instruction::Op::kBackward ||
+                   in.op == Instruction::Op::kBackwardInput) {
+          const bool whole = in.op == Instruction::Op::kBackward;
           REQUIRE(forwarded[r].count({in.micro, in.chunk}) == 1);
           REQUIRE(backwarded[r].insert({in.micro, in.chunk}).second);
-          clock[r] += cost.b;
-          res.busy[r] += cost.b;
+          if (whole) weighted[r].insert({in.micro, in.chunk});
+          const double c = whole ? cost.b : cost.b_input;
+          clock[r] += c;
+          res.busy[r] += c;
+        } else if (in.op == Instruction::Op::kBackwardWeight) {
+          REQUIRE(backwarded[r].count({in.micro, in.chunk}) == 1);  // after its input half
+          REQUIRE(weighted[r].insert({in.micro, in.chunk}).second);
+          clock[r] += cost.b_weight;
+          res.busy[r] += cost.b_weight;
         } else if (in.op == Instruction::Op::kLoad) {
           REQUIRE((r == 0 || r == p - 1));
         } else if (in.op == Instruction::Op::kStep) {
@@ -132,7 +161,7 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
   }
   for (int r = 0; r < p; ++r) {
     REQUIRE(static_cast<int>(forwarded[r].size()) == m * v);
-    REQUIRE(static_cast<int>(backwarded[r].size()) == m * v);
+    REQUIRE(static_cast<int>(weighted[r].size()) == m * v);
     res.makespan = std::max(res.makespan, clock[r]);
   }
   return res;
@@ -172,6 +201,23 @@ TEST_CASE("interleaved: messages pair in order, no deadlock, its bubble (p - 1)(
       }
 }
 
+TEST_CASE("zb-h1: messages pair in order, no deadlock, 1F1B's peak activations, its bubble") {
+  for (const Costs c : {Costs{1, 0, 1, 1}, Costs{2, 0, 3, 1}, Costs{2, 0, 2, 1}, Costs{3, 0, 2, 1},
+                        Costs{1, 0, 2, 1}, Costs{2, 0, 1, 1}})
+    for (int p = 1; p <= 8; ++p)
+      for (int m = 1; m <= 32; ++m) {
+        INFO("p " << p << ", m " << m << ", F " << c.f << ", B " << c.b_input << ", W "
+                  << c.b_weight);
+        const Result res = simulate(ScheduleKind::kZeroBubbleH1, p, m, c);
+        for (int r = 0; r < p; ++r) {
+          INFO("rank " << r);
+          REQUIRE(res.peak_in_flight[r] <= p);
+          if (m >= p)
+            REQUIRE(res.makespan - res.busy[r] == Approx((p - 1) * (c.f + c.b_input - c.b_weight)));
+        }
+      }
+}
+
 TEST_CASE("1F1B: the first rank's warm-up, steady state and drain") {
   // p 3, m 4 on rank 0: two forwards ahead, then alternate, then drain.
   std::vector<std::string> ops;
@@ -192,8 +238,9 @@ TEST_CASE("1F1B: the first rank's warm-up, steady state and drain") {
 TEST_CASE("schedule names and sizes are checked") {
   REQUIRE(parse_schedule_kind("1f1b") == ScheduleKind::kOneFOneB);
   REQUIRE(parse_schedule_kind("interleaved") == ScheduleKind::kInterleaved);
+  REQUIRE(parse_schedule_kind("zb-h1") == ScheduleKind::kZeroBubbleH1);
   REQUIRE_THROWS_WITH(parse_schedule_kind("gpipe"),
-                      Catch::Contains("not one of: 1f1b, interleaved"));
+                      Catch::Contains("not one of: 1f1b, interleaved, zb-h1"));
   REQUIRE_THROWS_WITH(build_schedule(ScheduleKind::kInterleaved, 4, 6, 0, 2),
                       Catch::Contains("must be a multiple of the pipeline stages (4)"));
   REQUIRE_THROWS_WITH(build_schedule(ScheduleKind::kInterleaved, 4, 8, 0, 1),

@@ -16,7 +16,12 @@ namespace zero::pipe {
 // part c p + r of the model), F and B of a chunk cost 1/v of a stage's; needs m % p == 0. Bubble:
 // (p - 1)(F + B) / v, for v times the messages and more activations in flight (rank 0 warms up
 // 2(p - 1) + (v - 1) p chunk forwards, against p - 1 stage forwards).
-enum class ScheduleKind { kOneFOneB, kInterleaved };
+// "zb-h1": zero bubble (Qi et al. 2024, ZB-H1): each backward split into its input-gradient
+// pass B (what the previous stage waits for) and its weight-gradient pass W; rank r defers r W's
+// to its cool-down, where 1F1B would wait. At most p micro-batches' activations on any rank, as
+// 1F1B's rank 0. Bubble: (p - 1)(F + B - W) for m >= p when W <= F (a third of 1F1B's
+// (p - 1)(F + B + W) when F, B and W take equal time).
+enum class ScheduleKind { kOneFOneB, kInterleaved, kZeroBubbleH1 };
 
 ScheduleKind parse_schedule_kind(const std::string& name);  // ConfigError naming the choices
 const char* to_string(ScheduleKind kind);
@@ -35,18 +40,23 @@ struct Transfer {
 
 struct Instruction {
   enum class Op {
-    kLoad,        // the micro-batch's inputs (first stage) or labels (last stage)
-    kForward,     // the stage's layers on micro-batch `micro`
-    kBackward,    // their backward (input and weight gradients)
-    kComm,        // `transfers` as one point-to-point batch, waited for before the next
-    kReduceTied,  // tied parameters' gradients summed over the stages that hold them
-    kReduce,      // the data-parallel gradient reduction (ZeRO's)
-    kStep,        // the optimizer step
+    kLoad,            // the micro-batch's inputs (first stage) or labels (last stage)
+    kForward,         // the stage's layers on micro-batch `micro`
+    kBackward,        // their backward (input and weight gradients)
+    kBackwardInput,   // zb-h1: its input gradients only (what the previous stage waits for)
+    kBackwardWeight,  // zb-h1: the weight gradients of an earlier kBackwardInput
+    kComm,            // `transfers` as one point-to-point batch, waited for before the next
+    kReduceTied,      // tied parameters' gradients summed over the stages that hold them
+    kReduce,          // the data-parallel gradient reduction (ZeRO's)
+    kStep,            // the optimizer step
   };
   Op op = Op::kForward;
   int micro = -1;
   int chunk = 0;
   std::vector<Transfer> transfers;
+  // kComm: false when the rank goes on computing without waiting for the batch (sends only);
+  // the communicator runs it before the rank's next batch, which waits for both.
+  bool wait = true;
 };
 
 // The instructions of pipeline rank `rank` of `stages` for one batch of `micro_batches`, with
