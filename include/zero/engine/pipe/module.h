@@ -1,0 +1,67 @@
+// A model as a list of deferred layers split over pipeline stages (DeepSpeed's PipelineModule):
+// each rank builds only the layers its stage owns, layer i right after
+// torch::manual_seed(base_seed + i), so its values do not depend on the number of stages, and
+// registers them as layers.<i> (global names: layers.<i>.<name inside the layer>).
+#pragma once
+
+#include <zero/comm/parallel_grid.h>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/pimpl.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zero::pipe {
+
+// One layer, built only where it is owned. `type_name` is what partition_method "type:REGEX"
+// matches and what the printed partition shows (e.g. "TransformerLayer").
+struct LayerSpec {
+  LayerSpec(std::string type_name, std::function<torch::nn::AnyModule()> build)
+      : type_name(std::move(type_name)), build(std::move(build)) {}
+  std::string type_name;
+  std::function<torch::nn::AnyModule()> build;
+};
+
+struct PipelineOptions {
+  TORCH_ARG(int64_t, base_seed) = 1234;  // DeepSpeed's seed_layers, always on here
+  // "parameters" (DeepSpeed's default), "uniform" or "type:REGEX" (partition.h).
+  TORCH_ARG(std::string, partition_method) = "parameters";
+};
+
+class PipelineModuleImpl : public torch::nn::Module {
+ public:
+  // Collective over nothing: every rank computes the same partition from the specs (building
+  // each layer once, under a saved and restored RNG state, when the method needs parameter
+  // counts). UsageError when a stage would hold no layer (more stages than layers, or a
+  // partition that leaves one empty), naming the stage and the partition.
+  PipelineModuleImpl(const ParallelGrid& grid, std::vector<LayerSpec> layers,
+                     PipelineOptions options = {});
+
+  // This stage's layers in order on `x` (the previous stage's output, or the micro-batch's
+  // inputs on the first). UsageError naming the layer and stage when a layer's output is not a
+  // tensor.
+  at::Tensor forward(const at::Tensor& x);
+
+  int stage() const { return stage_; }
+  int num_stages() const { return static_cast<int>(parts_.size()) - 1; }
+  bool is_first_stage() const { return stage_ == 0; }
+  bool is_last_stage() const { return stage_ == num_stages() - 1; }
+  // Stage s holds layers [parts()[s], parts()[s + 1]).
+  const std::vector<int>& parts() const { return parts_; }
+  int num_layers() const { return static_cast<int>(specs_.size()); }
+  // "stage 0: layers 0-1 (Embedding, Block); stage 1: ..." (what rank 0 prints).
+  std::string partition_text() const;
+
+ private:
+  std::vector<LayerSpec> specs_;
+  PipelineOptions options_;
+  std::vector<int> parts_;
+  int stage_ = 0;
+  std::vector<std::pair<int, torch::nn::AnyModule>> owned_;  // (global index, layer)
+};
+TORCH_MODULE(PipelineModule);
+
+}  // namespace zero::pipe
