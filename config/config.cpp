@@ -90,7 +90,6 @@ const Feature kFeatures[] = {
     {"seq_parallel_communication_data_type", Kind::kIgnored,
      "sequence parallelism is not implemented"},
     {"amp", Kind::kUnsupported, "Apex AMP mixed precision (use fp16 or bf16)"},
-    {"pipeline", Kind::kUnsupported, "pipeline parallelism"},
     {"progressive_layer_drop", Kind::kUnsupported, "progressive layer drop"},
     {"compression_training", Kind::kUnsupported, "compression training (quantization / pruning)"},
     {"quantize_training", Kind::kUnsupported, "MoQ quantized training"},
@@ -225,6 +224,31 @@ void read_top_level(Section& root, Config& c) {
         c.tensor_parallel_size = static_cast<int>(size);
     }
   }
+  if (const nlohmann::json* pipe = root.get("pipeline")) {
+    Section s(ctx, pipe, "pipeline", Unknown::kWarn);
+    int64_t stages = 1;
+    if (s.read("stages", stages, 1, INT32_MAX)) c.pipeline_parallel_size = static_cast<int>(stages);
+    s.read_enum("schedule", c.pipeline_schedule, {"1f1b", "interleaved", "zb-h1"}, true);
+    int64_t chunks = 1;
+    if (s.read("virtual_stages", chunks, 1, INT32_MAX))
+      c.pipeline_virtual_stages = static_cast<int>(chunks);
+    for (const char* key :
+         {"partition", "seed_layers", "activation_checkpoint_interval", "seeded", "seed"})
+      if (s.get(key))
+        ctx.warn(s.child(key),
+                 "no effect: zero::pipe::PipelineModule's options decide it (PipelineOptions)");
+    for (const char* key : {"pipe_partitioned", "grad_partitioned"})
+      if (s.get(key)) ctx.warn(s.child(key), "no effect: activations cross stages whole");
+    s.finish("pipeline");
+    const int64_t model = int64_t{c.tensor_parallel_size} * c.pipeline_parallel_size;
+    if (c.world_size % model != 0) {
+      ctx.error("pipeline.stages",
+                "the pipeline stages (" + std::to_string(c.pipeline_parallel_size) +
+                    ") x tensor_parallel.autotp_size (" + std::to_string(c.tensor_parallel_size) +
+                    ") do not divide the world size " + std::to_string(c.world_size));
+      c.pipeline_parallel_size = 1;
+    }
+  }
   for (const Feature& f : kFeatures) {
     const nlohmann::json* v = root.get(f.key);
     if (!v) continue;
@@ -301,10 +325,15 @@ void resolve_batch(Section& root, Config& c, int world) {
     m << "batch sizes do not fit: train_batch_size (" << *tb
       << ") must equal train_micro_batch_size_per_gpu (" << *mb
       << ") * gradient_accumulation_steps (" << *gas << ") * "
-      << (c.tensor_parallel_size > 1 ? "data-parallel size" : "world_size") << " (" << w;
+      << (c.data_parallel_size != c.world_size ? "data-parallel size" : "world_size") << " (" << w;
     if (c.tensor_parallel_size > 1)
       m << " = world_size " << c.world_size << " / tensor_parallel.autotp_size "
         << c.tensor_parallel_size;
+    if (c.pipeline_parallel_size > 1)
+      m << (c.tensor_parallel_size > 1
+                ? " / pipeline.stages "
+                : " = world_size " + std::to_string(c.world_size) + " / pipeline.stages ")
+        << c.pipeline_parallel_size;
     m << ")";
     if (overflow)
       m << ", which overflows 64 bits";
@@ -357,7 +386,7 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
   read_monitors(root, c);
   read_top_level(root, c);  // tensor_parallel first: partition_activations depends on it
   read_activation_checkpointing(root, c.activation_checkpointing, c.tensor_parallel_size);
-  c.data_parallel_size = c.world_size / c.tensor_parallel_size;
+  c.data_parallel_size = c.world_size / (c.tensor_parallel_size * c.pipeline_parallel_size);
   resolve_batch(root, c, c.data_parallel_size);
   root.finish("the top level of the config");
 

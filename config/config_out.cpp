@@ -133,6 +133,9 @@ Json monitor_json(const MonitorConfig& m) {
 std::string to_json_string(const Config& c, int indent) {
   Json j;
   j["tensor_parallel"] = {{"autotp_size", c.tensor_parallel_size}};
+  j["pipeline"] = {{"stages", c.pipeline_parallel_size},
+                   {"schedule", c.pipeline_schedule},
+                   {"virtual_stages", c.pipeline_virtual_stages}};
   j["train_batch_size"] = c.train_batch_size;
   j["train_micro_batch_size_per_gpu"] = c.train_micro_batch_size_per_gpu;
   j["gradient_accumulation_steps"] = c.gradient_accumulation_steps;

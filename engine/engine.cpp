@@ -241,6 +241,10 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
              "the config's batch sizes were resolved for world_size ", config.world_size,
              " but the job has ", comm->world_size(),
              " ranks; parse it with ConfigOptions::world_size = ", comm->world_size());
+  ZERO_CHECK(config.pipeline_parallel_size == 1, UsageError, "initialize: pipeline.stages is ",
+             config.pipeline_parallel_size,
+             "; the engine does not train pipelines yet (zero::pipe has the schedules, the "
+             "partition and PipelineModule; train_batch is not built)");
   ZERO_CHECK(grid || config.tensor_parallel_size == 1, UsageError,
              "initialize: tensor_parallel.autotp_size is ", config.tensor_parallel_size,
              "; build the grid (zero::parallel_grid(config, world)), the model's zero::tp layers "

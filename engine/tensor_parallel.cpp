@@ -63,6 +63,7 @@ ParallelGrid parallel_grid(const Config& config, std::shared_ptr<Communicator> w
              " but the world has ", world->world_size(), " ranks");
   GridSizes sizes;
   sizes.tensor = config.tensor_parallel_size;
+  sizes.pipeline = config.pipeline_parallel_size;
   return parallel_grid(std::move(world), sizes);
 }
 

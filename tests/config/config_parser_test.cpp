@@ -163,6 +163,33 @@ TEST_CASE("activation_checkpointing: DeepSpeed's keys, typed; settings without e
        "activation_checkpointing.number_checkpoints");
 }
 
+TEST_CASE("pipeline: stages divide the data-parallel size out, the schedule is checked") {
+  // 8 ranks as tp 2 x pp 2 x dp 2: the batch is per data rank.
+  auto grid = parse(std::string("{") + kBatch +
+                        R"(, "tensor_parallel": {"autotp_size": 2},
+      "pipeline": {"stages": 2, "schedule": "ZB-H1", "seed_layers": true}})",
+                    ws(8));
+  CHECK(grid.config.pipeline_parallel_size == 2);
+  CHECK(grid.config.data_parallel_size == 2);
+  CHECK(grid.config.pipeline_schedule == "zb-h1");
+  CHECK(grid.config.train_micro_batch_size_per_gpu == 4);  // 8 / 2 data ranks
+  CHECK(mentions(find(grid.warnings, "pipeline.seed_layers"), "no effect"));
+  CHECK(parse(std::string("{") + kBatch + R"(, "pipeline": {"stages": "auto"}})", ws(2))
+            .config.pipeline_parallel_size == 1);
+  CHECK(
+      mentions(find(errors_of(std::string("{") + kBatch + R"(, "pipeline": {"stages": 3}})", ws(4)),
+                    "pipeline.stages"),
+               "do not divide the world size 4"));
+  CHECK(!find(errors_of(std::string("{") + kBatch + R"(, "pipeline": {"schedule": "gpipe"}})"),
+              "pipeline.schedule")
+             .path.empty());
+  CHECK(mentions(find(errors_of(R"({"train_batch_size": 6, "train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 2, "pipeline": {"stages": 2}})",
+                                ws(4)),
+                      "train_batch_size"),
+                 "data-parallel size (2 = world_size 4 / pipeline.stages 2)"));
+}
+
 TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged, errors when not") {
   auto parsed = parse(std::string("{") + kBatch +
                       R"(, "eigenvalue": {"enabled": true}, "wandb": {"enabled": false},
@@ -176,8 +203,7 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
             .size() == 1);
 
   for (const char* feature :
-       {R"("pipeline": {"stages": 2})", R"("amp": {"enabled": true})",
-        R"("progressive_layer_drop": {"enabled": true})",
+       {R"("amp": {"enabled": true})", R"("progressive_layer_drop": {"enabled": true})",
         R"("curriculum_learning": {"enabled": true})", R"("optimizer": {"type": "Lamb"})",
         R"("optimizer": {"type": "OneBitAdam"})", R"("scheduler": {"type": "StepLR"})",
         R"("sequence_parallel_size": 2)",

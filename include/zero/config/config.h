@@ -223,9 +223,15 @@ struct ActivationCheckpointingConfig {
 struct Config {
   int world_size = 1;  // the world size the config was resolved for
   // tensor_parallel.autotp_size (DeepSpeed's key; 0 and 1 mean none): the tensor-parallel degree
-  // of zero::parallel_grid. The batch sizes are per data-parallel rank, as DeepSpeed's:
-  // data_parallel_size = world_size / tensor_parallel_size.
+  // of zero::parallel_grid. The batch sizes are per data-parallel rank, as DeepSpeed's.
   int tensor_parallel_size = 1;
+  // pipeline.stages (1: none), pipeline.schedule ("1f1b", "interleaved", "zb-h1") and
+  // pipeline.virtual_stages (model chunks per rank, interleaved only): zero::parallel_grid's
+  // pipeline size and zero::pipe's schedule. data_parallel_size = world_size / (tensor x
+  // pipeline).
+  int pipeline_parallel_size = 1;
+  std::string pipeline_schedule = "1f1b";
+  int pipeline_virtual_stages = 1;
   int data_parallel_size = 1;
   int64_t train_batch_size = 0;                // resolved: micro * accumulation * data ranks
   int64_t train_micro_batch_size_per_gpu = 0;  // resolved
