@@ -11,6 +11,7 @@
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/pipe/module.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/sharded.h>
 #include <zero/kernels/math.h>
@@ -241,10 +242,21 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
              "the config's batch sizes were resolved for world_size ", config.world_size,
              " but the job has ", comm->world_size(),
              " ranks; parse it with ConfigOptions::world_size = ", comm->world_size());
-  ZERO_CHECK(config.pipeline_parallel_size == 1, UsageError, "initialize: pipeline.stages is ",
-             config.pipeline_parallel_size,
-             "; the engine does not train pipelines yet (zero::pipe has the schedules, the "
-             "partition and PipelineModule; train_batch is not built)");
+  ZERO_CHECK(config.pipeline_parallel_size == (grid ? grid->pipeline_size() : 1), UsageError,
+             "initialize: pipeline.stages is ", config.pipeline_parallel_size,
+             grid ? " but the grid has " + grid->to_string()
+                  : std::string("; build the grid (zero::parallel_grid(config, world)), the "
+                                "zero::pipe::PipelineModule on it, and pass it"));
+  if (grid && grid->pipeline_size() > 1) {
+    impl->pipeline = dynamic_cast<pipe::PipelineModuleImpl*>(model.get());
+    impl->pipe_group = grid->pipeline_group();
+    impl->pipeline_size = grid->pipeline_size();
+    ZERO_CHECK(config.zero_optimization.stage <= 1, UsageError, "initialize: ZeRO stage ",
+               config.zero_optimization.stage,
+               " with pipeline stages is not built yet; use stage 0 or 1");
+    ZERO_CHECK(config.pipeline_schedule == "1f1b", UsageError, "initialize: pipeline.schedule ",
+               config.pipeline_schedule, " runs on the simulator only yet; the executor runs 1f1b");
+  }
   ZERO_CHECK(grid || config.tensor_parallel_size == 1, UsageError,
              "initialize: tensor_parallel.autotp_size is ", config.tensor_parallel_size,
              "; build the grid (zero::parallel_grid(config, world)), the model's zero::tp layers "
@@ -330,7 +342,9 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   lopts.align_bytes = sopts.align_bytes;
   lopts.bucket_numel = sopts.reduce_bucket_numel;
   FlatLayout layout = FlatLayout::build(specs, lopts);
-  detail::check_same_layout(*comm, layout, ordered[0].second.device(), "initialize");
+  // Pipeline stages hold different layers: the ranks of one stage (its data group) must agree.
+  detail::check_same_layout(impl->pipeline ? *impl->data : *comm, layout,
+                            ordered[0].second.device(), "initialize");
 
   std::vector<at::Tensor> param_shards = take_init_shards(impl->wrappers, layout, stage);
   const detail::SwapFolders swap_folders =
@@ -409,6 +423,8 @@ Engine::~Engine() = default;
 
 void Engine::backward(const at::Tensor& loss) {
   Impl& s = *impl_;
+  ZERO_CHECK(!s.pipeline, UsageError,
+             "backward: the model is a pipeline; train with engine.train_batch(next_micro_batch)");
   ZERO_CHECK(loss.defined() && loss.numel() == 1, UsageError,
              "backward: the loss must be a scalar "
              "(one element); got ",
@@ -459,9 +475,9 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
   for (const auto& sh : shards) {
     const at::Tensor& g = sh.grad;
     if (g.numel() == 0) continue;
-    if (tensor_size > 1 && ((replicated && data->rank() != 0) ||
-                            (!stage->layout().groups()[sh.group].tensor_split && tensor_rank != 0)))
+    if (tensor_size > 1 && !stage->layout().groups()[sh.group].tensor_split && tensor_rank != 0)
       continue;
+    if ((tensor_size > 1 || pipeline_size > 1) && replicated && data->rank() != 0) continue;
     const bool cpu = g.is_cpu() && g.is_contiguous();
     if (cpu && g.scalar_type() == at::kFloat) {
       host_sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());
@@ -475,7 +491,7 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
       device_sum = device_sum.defined() ? device_sum + sq : sq;
     }
   }
-  if ((replicated && tensor_size == 1) || comm->world_size() == 1)
+  if ((replicated && tensor_size == 1 && pipeline_size == 1) || comm->world_size() == 1)
     return std::sqrt(host_sum + (device_sum.defined() ? device_sum.item<double>() : 0.0));
   // The collectives take fp32 (a sum of squares of finite fp16 gradients fits easily).
   at::Tensor t = at::full({1}, host_sum,
@@ -537,6 +553,8 @@ void Engine::Impl::optimizer_step() {
 
 void Engine::step() {
   Impl& s = *impl_;
+  ZERO_CHECK(!s.pipeline, UsageError,
+             "step: the model is a pipeline; train with engine.train_batch(next_micro_batch)");
   ZERO_CHECK(s.backward_since_step, UsageError,
              "step() called without backward() since the last "
              "step() (rank ",
@@ -604,6 +622,7 @@ std::shared_ptr<ActivationCheckpointing> Engine::activation_checkpointing() cons
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
+  detail::refuse_pipeline(*impl_, "full_parameters");
   Impl& s = *impl_;
   s.stage->gather_all();
   std::vector<std::pair<std::string, at::Tensor>> out;

@@ -25,6 +25,10 @@
 
 namespace zero {
 
+namespace pipe {
+class PipelineModuleImpl;
+}
+
 namespace detail {
 // Gives every zero::Checkpointed block of the model the engine's activation checkpointing
 // settings and counters; logs (rank 0) which settings have no effect on this model or device.
@@ -52,6 +56,8 @@ using SplitDims = std::unordered_map<const c10::TensorImpl*, SplitLayout>;
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
 // `slice` of a parameter split as `layout` says over `tensor_group`: the whole tensor, assembled
 // from every tensor rank's slice. Collective over the group.
+// UsageError naming `what` when the engine trains a pipeline (not built for it yet).
+void refuse_pipeline(const Engine::Impl& s, const std::string& what);
 at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, SplitLayout layout);
 void unregister_engine_model(const Engine::Impl* impl);
 Engine::Impl* engine_of(const torch::nn::Module& model);
@@ -65,9 +71,13 @@ struct Engine::Impl {
   std::shared_ptr<Communicator> data;
   int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
   std::shared_ptr<Communicator> tensor;  // the tensor-parallel group (null without a grid)
-  detail::SplitDims split_dims;          // the parameters the tensor group splits, and along what
-  std::vector<at::Tensor> params;        // layout order
-  std::vector<std::string> names;        // layout order
+  // Pipelines: the model, its stage's group (null without stages) and their number.
+  pipe::PipelineModuleImpl* pipeline = nullptr;
+  std::shared_ptr<Communicator> pipe_group;
+  int pipeline_size = 1;
+  detail::SplitDims split_dims;    // the parameters the tensor group splits, and along what
+  std::vector<at::Tensor> params;  // layout order
+  std::vector<std::string> names;  // layout order
   std::vector<ShardedImpl*> wrappers;
   std::unique_ptr<Stage> stage;
   std::unique_ptr<ShardOptimizer> optimizer;

@@ -2,6 +2,7 @@
 // checks that the model and the grid agree, and what is not built for it yet.
 #include "engine_impl.h"
 
+#include <zero/engine/pipe/module.h>
 #include <zero/tp/layers.h>
 
 namespace zero::detail {
@@ -9,8 +10,10 @@ namespace zero::detail {
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid) {
   SplitDims split;
   if (grid) {
-    ZERO_CHECK(grid->pipeline_size() == 1, UsageError, "initialize: the grid (", grid->to_string(),
-               ") has pipeline stages; the engine does not run pipelines yet");
+    ZERO_CHECK(grid->pipeline_size() == 1 ||
+                   dynamic_cast<const pipe::PipelineModuleImpl*>(&model) != nullptr,
+               UsageError, "initialize: the grid (", grid->to_string(),
+               ") has pipeline stages; the model must be a zero::pipe::PipelineModule built on it");
   }
   for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
     const auto* layer = dynamic_cast<const tp::TensorParallelModule*>(item.value().get());
@@ -75,3 +78,12 @@ ParallelGrid parallel_grid(const std::string& config_path, Backend backend) {
 }
 
 }  // namespace zero
+
+namespace zero::detail {
+
+void refuse_pipeline(const Engine::Impl& s, const std::string& what) {
+  ZERO_CHECK(!s.pipeline, UsageError, what, ": not yet with pipeline stages (", s.pipeline_size,
+             " stages): each stage would write or read only its own layers");
+}
+
+}  // namespace zero::detail

@@ -169,6 +169,7 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
                                                         const std::string& tag,
                                                         const LoadOptions& options) {
   Impl& s = *impl_;
+  detail::refuse_pipeline(s, "load_checkpoint");
   const int rank = s.comm->rank();
   const at::Device device = s.params[0].device();
   const auto started = std::chrono::steady_clock::now();

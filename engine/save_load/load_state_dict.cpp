@@ -221,6 +221,7 @@ LoadedStateDict load_state_dict(torch::nn::Module& model, const std::string& fil
   }
   // Collective: a file that one rank cannot read, or that does not fit, fails on every rank.
   Engine::Impl& s = *engine;
+  detail::refuse_pipeline(s, "load_state_dict");
   const at::Device device = s.params.front().device();
   std::optional<WeightsFile> file;
   std::vector<Target> targets;

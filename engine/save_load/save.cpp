@@ -191,6 +191,7 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
 std::string Engine::save_checkpoint(const std::string& save_dir, const std::string& tag_in,
                                     const nlohmann::json& client_state) {
   Impl& s = *impl_;
+  detail::refuse_pipeline(s, "save_checkpoint");
   const int rank = s.comm->rank();
   ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
              UsageError,
@@ -278,6 +279,7 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
 }
 
 bool Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
+  detail::refuse_pipeline(*impl_, "save_16bit_model");
   Impl& s = *impl_;
   ZERO_CHECK(ckpt::is_safe_component(file_name), UsageError, "save_16bit_model: file name '",
              file_name, "' must be a plain file name");

@@ -124,8 +124,99 @@ void module_suite(const std::shared_ptr<Communicator>& world) {
   }
 }
 
+// train: the model trained by Engine::train_batch over pp stages (x dp data ranks) at ZeRO
+// stages 0 and 1 with m micro-batches and gradient clipping equals one process accumulating the
+// same micro-batches' gradients (golden tolerance): every stage's parameters and every step's
+// loss.
+void train_suite(const std::shared_ptr<Communicator>& world) {
+  const int w = world->world_size();
+  const int64_t steps = 3, micro_rows = 2;
+  for (int pp : {2, 4}) {
+    if (w % pp) continue;
+    const int dp = w / pp;
+    for (int stage = 0; stage <= 1; ++stage)
+      for (int m : {1, 4}) {
+        Case c;
+        c.stage = stage, c.gas = m, c.micro = micro_rows, c.steps = steps;
+        c.clip = 0.05;  // the norm counts every stage's gradients once
+        c.extra_top = zero::detail::str(R"(, "pipeline": {"stages": )", pp, "}");
+        const ParsedConfig parsed = parse(config_json(c, w), w);
+        const ParallelGrid grid = parallel_grid(parsed.config, world);
+        const int d = grid.data_rank();
+        // The data: rows of micro-batch j of data rank e in step t, as one process takes them.
+        const int64_t global = micro_rows * m * dp;
+        torch::manual_seed(11);
+        const torch::Tensor xs = torch::randn({steps * global, 8});
+        const torch::Tensor ys = torch::randn({steps * global, 1});
+        auto rows = [&](int64_t t, int j, int e) {
+          return (t * m + j) * dp * micro_rows + e * micro_rows;
+        };
+        // One process: the whole model, the same optimizer and schedule, gradients accumulated.
+        Whole whole;
+        std::vector<torch::Tensor> params;  // the whole model's own parameters
+        for (auto& [name, p] : whole.params) params.push_back(p);
+        torch::optim::AdamW opt(
+            params,
+            torch::optim::AdamWOptions(0.01).betas({0.8, c.beta2}).eps(c.eps).weight_decay(0.05));
+        auto schedule = LrSchedule::create(parsed.config.scheduler, parsed.config.optimizer.lr);
+        std::vector<double> want_losses;
+        for (int64_t t = 0; t < steps; ++t) {
+          for (auto& g : opt.param_groups()) g.options().set_lr(schedule->lr_at(t));
+          opt.zero_grad();
+          double sum = 0;
+          for (int j = 0; j < m; ++j)
+            for (int e = 0; e < dp; ++e) {
+              const int64_t r = rows(t, j, e);
+              const torch::Tensor l = torch::mse_loss(whole.forward(xs.narrow(0, r, micro_rows)),
+                                                      ys.narrow(0, r, micro_rows));
+              (l / static_cast<double>(m * dp)).backward();
+              sum += l.item<double>();
+            }
+          want_losses.push_back(sum / (m * dp));
+          torch::nn::utils::clip_grad_norm_(params, c.clip);
+          opt.step();
+        }
+        // The pipeline.
+        pipe::PipelineModule module(grid, specs(),
+                                    pipe::PipelineOptions().partition_method("uniform").loss_fn(
+                                        [](const torch::Tensor& out, const torch::Tensor& labels) {
+                                          return torch::mse_loss(out, labels);
+                                        }));
+        Engine engine = initialize(module.ptr(), parsed, grid);
+        double worst_loss = 0;
+        for (int64_t t = 0; t < steps; ++t) {
+          int j = 0;
+          const double loss = engine.train_batch([&] {
+            const int64_t r = rows(t, j++, d);
+            return pipe::MicroBatch{xs.narrow(0, r, micro_rows), ys.narrow(0, r, micro_rows)};
+          });
+          EXPECT(j == ((module->is_first_stage() || module->is_last_stage()) ? m : 0),
+                 "next_micro_batch called ", j, " times on stage ", module->stage());
+          worst_loss = std::max(worst_loss, std::abs(loss - want_losses[t]) / want_losses[t]);
+        }
+        double worst = 0;
+        for (const auto& item : module->named_parameters())
+          worst = std::max(worst, rel_diff(item.value(), whole.params.at(item.key())));
+        EXPECT(worst <= 1e-5 && worst_loss <= 1e-5, "pp ", pp, " x dp ", dp, " stage ", stage,
+               " m ", m, ": parameters differ by ", worst, ", losses by ", worst_loss);
+        if (world->rank() == 0)
+          std::printf(
+              "pp %d x dp %d, ZeRO stage %d, %d micro-batches: max rel diff %.3g, "
+              "losses %.3g\n",
+              pp, dp, stage, m, worst, worst_loss);
+        if (stage == 0 && m == 1) {
+          expect_throw<UsageError>("backward on a pipeline", "train with engine.train_batch", [&] {
+            engine.backward(torch::zeros({1}, torch::requires_grad()));
+          });
+          expect_throw<UsageError>("a checkpoint of a pipeline", "not yet with pipeline stages",
+                                   [&] { engine.save_checkpoint("/nonexistent"); });
+        }
+      }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"module", module_suite}});
+  return worker_main(argc, argv, {{"module", module_suite}, {"train", train_suite}});
 }

@@ -360,10 +360,11 @@ void baduse(const std::shared_ptr<Communicator>& world) {
     Case piped = plain;
     piped.micro = 1;
     piped.extra_top = R"(, "pipeline": {"stages": 2})";
-    expect_throw<UsageError>("pipeline stages", "does not train pipelines yet", [&] {
-      Net net(42);
-      initialize(net.ptr(), parse(config_json(piped, w), w), world);
-    });
+    expect_throw<UsageError>("pipeline stages without a grid",
+                             "the zero::pipe::PipelineModule on it", [&] {
+                               Net net(42);
+                               initialize(net.ptr(), parse(config_json(piped, w), w), world);
+                             });
   }
   if (tp > 1) {
     expect_throw<UsageError>("tp layers without the grid", "pass the ParallelGrid", [&] {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +83,14 @@ struct LoadedCheckpoint {
   nlohmann::json client_state = nlohmann::json::object();
 };
 
+namespace pipe {
+// One micro-batch of a pipeline: the first stage's inputs and the last stage's labels.
+struct MicroBatch {
+  at::Tensor inputs;
+  at::Tensor labels;
+};
+}  // namespace pipe
+
 class Engine {
  public:
   struct Impl;
@@ -102,6 +111,12 @@ class Engine {
   // parameters, LR schedule. Throws UsageError without a backward() since the last step(),
   // LossScaleError on an overflow at fp16.min_loss_scale.
   void step();
+  // Pipelines (the model a zero::pipe::PipelineModule, the grid with pipeline stages): one
+  // optimizer step over gradient_accumulation_steps micro-batches run by the schedule (1f1b);
+  // `next_micro_batch` is called once per micro-batch, in order, on the first and last stages
+  // only. Returns the loss (PipelineOptions::loss_fn) averaged over the micro-batches and data
+  // ranks, on every rank. backward() and step() are refused on a pipeline engine.
+  double train_batch(const std::function<pipe::MicroBatch()>& next_micro_batch);
   void zero_grad();
   bool is_gradient_accumulation_boundary() const;
   int64_t global_steps() const;   // optimizer steps taken, skipped ones included (DeepSpeed)
@@ -194,8 +209,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& 
 // tensor_parallel.autotp_size, which must be the grid's tensor size.
 // full_parameters() and save_16bit_model() assemble the whole tensors from the slices (the file
 // loads into the same model built without tensor parallelism, and load_state_dict cuts such a
-// file into any grid's slices); checkpoints hold the slices and load at any other grid. Not yet
-// with tensor parallelism > 1: pipeline stages > 1 (refused with a UsageError).
+// file into any grid's slices); checkpoints hold the slices and load at any other grid. With
+// pipeline stages the model is a zero::pipe::PipelineModule and trains with train_batch (ZeRO
+// stages 0 and 1, the 1f1b schedule; the rest refused with a UsageError).
 Engine initialize(std::shared_ptr<torch::nn::Module> model, const ParsedConfig& config,
                   const ParallelGrid& grid);
 // The same from a ds_config file, resolved for the grid's world.

@@ -26,9 +26,12 @@ struct LayerSpec {
 };
 
 struct PipelineOptions {
+  // The last stage's loss of one micro-batch from its output and labels (a scalar).
+  using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& labels)>;
   TORCH_ARG(int64_t, base_seed) = 1234;  // DeepSpeed's seed_layers, always on here
   // "parameters" (DeepSpeed's default), "uniform" or "type:REGEX" (partition.h).
   TORCH_ARG(std::string, partition_method) = "parameters";
+  TORCH_ARG(LossFn, loss_fn);
 };
 
 class PipelineModuleImpl : public torch::nn::Module {
@@ -54,6 +57,7 @@ class PipelineModuleImpl : public torch::nn::Module {
   int num_layers() const { return static_cast<int>(specs_.size()); }
   // "stage 0: layers 0-1 (Embedding, Block); stage 1: ..." (what rank 0 prints).
   std::string partition_text() const;
+  const PipelineOptions& options() const { return options_; }
 
  private:
   std::vector<LayerSpec> specs_;
