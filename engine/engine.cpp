@@ -254,6 +254,13 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     ZERO_CHECK(config.zero_optimization.stage <= 1, UsageError, "initialize: ZeRO stage ",
                config.zero_optimization.stage,
                " with pipeline stages is not built yet; use stage 0 or 1");
+    if (rank == 0 && config.gradient_accumulation_steps < grid->pipeline_size())
+      spdlog::warn(
+          "[rank 0] pipeline: {} micro-batches (gradient_accumulation_steps) for {} stages: each "
+          "stage idles (p - 1) / (m + p - 1) = {:.0f}% of a batch",
+          config.gradient_accumulation_steps, grid->pipeline_size(),
+          100.0 * (grid->pipeline_size() - 1) /
+              static_cast<double>(config.gradient_accumulation_steps + grid->pipeline_size() - 1));
     ZERO_CHECK(config.pipeline_schedule == "1f1b", UsageError, "initialize: pipeline.schedule ",
                config.pipeline_schedule, " runs on the simulator only yet; the executor runs 1f1b");
   }

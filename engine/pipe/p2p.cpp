@@ -9,6 +9,31 @@
 namespace zero::pipe {
 namespace {
 
+// "sending activation of micro-batch 3 (stage 0) to stage 1, receiving ... from stage 1": the
+// peers are ranks of the pipeline group, which are the stages.
+std::string described(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives) {
+  std::string out;
+  for (const Outgoing& o : sends)
+    out +=
+        (out.empty() ? "sending " : ", sending ") + o.what + " to stage " + std::to_string(o.peer);
+  for (const Incoming& in : receives)
+    out += (out.empty() ? "receiving " : ", receiving ") + in.what + " from stage " +
+           std::to_string(in.peer);
+  return out;
+}
+
+// Waits for a batch; a failure says which messages of the schedule it held.
+void wait_for(const WorkHandle& work, const std::vector<Outgoing>& sends,
+              const std::vector<Incoming>& receives) {
+  try {
+    work->wait();
+  } catch (const TimeoutError& e) {
+    throw TimeoutError("pipeline: " + described(sends, receives) + ": " + e.what());
+  } catch (const CommError& e) {
+    throw CommError("pipeline: " + described(sends, receives) + ": " + e.what());
+  }
+}
+
 bool carried(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kInt || t == at::kLong;
 }
@@ -80,7 +105,7 @@ std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
     data_out.push_back(std::move(flat));
   }
   if (ops.empty()) return {};
-  pipe_group.batch_p2p(ops)->wait();
+  wait_for(pipe_group.batch_p2p(ops), sends, receives);
 
   // Then the data, in the headers' order; empty tensors travel as empty messages.
   ops.clear();
@@ -92,7 +117,7 @@ std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
     }
   for (size_t i = 0; i < sends.size(); ++i)
     for (const at::Tensor& t : data_out[i]) ops.push_back({P2POp::Kind::kSend, t, sends[i].peer});
-  if (!ops.empty()) pipe_group.batch_p2p(ops)->wait();
+  if (!ops.empty()) wait_for(pipe_group.batch_p2p(ops), sends, receives);
   return received;
 }
 

@@ -2,12 +2,14 @@
 // sends the next a tuple of tensors whose count, dtypes and shapes change every round (a
 // sequence length that varies, an empty tensor, a 0-dim one) and receives its predecessor's, in
 // one exchange; a rank that sends two tuples to one peer and receives two from another; the
-// header round trip; a bool tensor refused naming what was sent.
+// header round trip; a bool tensor refused naming what was sent; a stage that never sends.
 #include "worker_util.h"
 
 #include <zero/engine/pipe/p2p.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace zero;
@@ -71,9 +73,21 @@ void check_ring(Communicator& c) {
 
 }  // namespace
 
+// A stage that never sends (run with ZERO_TIMEOUT=3 and expect_failure.sh): stage 0's receive
+// fails naming what it waited for, from which stage, and the communicator's peer and timeout.
+void dead_peer(const std::shared_ptr<Communicator>& world) {
+  if (world->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    return;
+  }
+  pipe::exchange(*world, {}, {{1, "activation of micro-batch 0 (stage 0)"}}, at::kCPU);
+}
+
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"exchange", [](const std::shared_ptr<Communicator>& world) {
-                                     check_header();
-                                     if (world->world_size() > 1) check_ring(*world);
-                                   }}});
+  return worker_main(
+      argc, argv,
+      {{"dead", dead_peer}, {"exchange", [](const std::shared_ptr<Communicator>& world) {
+                               check_header();
+                               if (world->world_size() > 1) check_ring(*world);
+                             }}});
 }
