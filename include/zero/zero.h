@@ -19,6 +19,7 @@
 #include <zero/engine/horovod/distributed_optimizer.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
+#include <zero/engine/pipe/module.h>
 #include <zero/engine/load_state_dict.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/memory_estimate.h>

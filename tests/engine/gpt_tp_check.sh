@@ -20,6 +20,7 @@
 # orders (stage 2 against stage 3 at tp 1 too) drift apart by 1e-4.
 set -euo pipefail
 zerorun=$1 train=$2 config=$3 port=$4 steps=${5:-20}
+last_port=$((port + 19))  # its range in tests/engine/CMakeLists.txt: other tests use the next
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -35,6 +36,7 @@ run() {  # NAME WORLD TP STAGE [MORE gpt_train FLAGS] (RUN_STEPS: other than STE
   grep -o '{"first_loss".*' "$log" | tail -1 >"$tmp/$1.json"
   [ -s "$tmp/$1.json" ] || { cat "$log"; echo "FAIL: $1 printed no summary"; exit 1; }
   port=$((port + 1))
+  ((port <= last_port)) || { echo "FAIL: more runs than the 20 ports this test owns"; exit 1; }
 }
 
 run base 1 1 1
