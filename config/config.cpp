@@ -232,6 +232,10 @@ void read_top_level(Section& root, Config& c) {
     int64_t chunks = 1;
     if (s.read("virtual_stages", chunks, 1, INT32_MAX))
       c.pipeline_virtual_stages = static_cast<int>(chunks);
+    if (chunks > 1 && c.pipeline_schedule != "interleaved")
+      ctx.warn("pipeline.virtual_stages",
+               "no effect: only the interleaved schedule has model chunks (pipeline.schedule is " +
+                   c.pipeline_schedule + ")");
     for (const char* key :
          {"partition", "seed_layers", "activation_checkpoint_interval", "seeded", "seed"})
       if (s.get(key))

@@ -56,7 +56,8 @@ using SplitDims = std::unordered_map<const c10::TensorImpl*, SplitLayout>;
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
 // `slice` of a parameter split as `layout` says over `tensor_group`: the whole tensor, assembled
 // from every tensor rank's slice. Collective over the group.
-// UsageError naming `what` when the engine trains a pipeline (not built for it yet).
+// pipe/executor.cpp: UsageError naming `what` when the engine trains a pipeline (not built for
+// it yet).
 void refuse_pipeline(const Engine::Impl& s, const std::string& what);
 at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, SplitLayout layout);
 void unregister_engine_model(const Engine::Impl* impl);

@@ -78,12 +78,3 @@ ParallelGrid parallel_grid(const std::string& config_path, Backend backend) {
 }
 
 }  // namespace zero
-
-namespace zero::detail {
-
-void refuse_pipeline(const Engine::Impl& s, const std::string& what) {
-  ZERO_CHECK(!s.pipeline, UsageError, what, ": not yet with pipeline stages (", s.pipeline_size,
-             " stages): each stage would write or read only its own layers");
-}
-
-}  // namespace zero::detail

@@ -174,6 +174,10 @@ TEST_CASE("pipeline: stages divide the data-parallel size out, the schedule is c
   CHECK(grid.config.pipeline_schedule == "zb-h1");
   CHECK(grid.config.train_micro_batch_size_per_gpu == 4);  // 8 / 2 data ranks
   CHECK(mentions(find(grid.warnings, "pipeline.seed_layers"), "no effect"));
+  CHECK(mentions(
+      find(parse(std::string("{") + kBatch + R"(, "pipeline": {"virtual_stages": 2}})").warnings,
+           "pipeline.virtual_stages"),
+      "only the interleaved schedule"));
   CHECK(parse(std::string("{") + kBatch + R"(, "pipeline": {"stages": "auto"}})", ws(2))
             .config.pipeline_parallel_size == 1);
   CHECK(
