@@ -261,8 +261,21 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
           config.gradient_accumulation_steps, grid->pipeline_size(),
           100.0 * (grid->pipeline_size() - 1) /
               static_cast<double>(config.gradient_accumulation_steps + grid->pipeline_size() - 1));
-    ZERO_CHECK(config.pipeline_schedule == "1f1b", UsageError, "initialize: pipeline.schedule ",
-               config.pipeline_schedule, " runs on the simulator only yet; the executor runs 1f1b");
+    const pipe::ScheduleKind kind = pipe::parse_schedule_kind(config.pipeline_schedule);
+    ZERO_CHECK(kind != pipe::ScheduleKind::kZeroBubbleH1, UsageError,
+               "initialize: pipeline.schedule zb-h1 runs on the simulator only yet; the executor "
+               "runs 1f1b and interleaved");
+    const int chunks =
+        kind == pipe::ScheduleKind::kInterleaved ? config.pipeline_virtual_stages : 1;
+    if (impl->pipeline)
+      ZERO_CHECK(impl->pipeline->virtual_stages() == chunks, UsageError,
+                 "initialize: the PipelineModule has ", impl->pipeline->virtual_stages(),
+                 " virtual stages (PipelineOptions::virtual_stages) but the config's schedule ",
+                 config.pipeline_schedule, " runs ", chunks,
+                 " model chunks per stage (pipeline.virtual_stages); make them agree");
+    impl->pipe_program = pipe::build_schedule(kind, grid->pipeline_size(),
+                                              static_cast<int>(config.gradient_accumulation_steps),
+                                              grid->pipeline_rank(), chunks);
   }
   ZERO_CHECK(grid || config.tensor_parallel_size == 1, UsageError,
              "initialize: tensor_parallel.autotp_size is ", config.tensor_parallel_size,

@@ -9,6 +9,7 @@
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/pipe/schedule.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/sharded.h>
 
@@ -76,6 +77,7 @@ struct Engine::Impl {
   pipe::PipelineModuleImpl* pipeline = nullptr;
   std::shared_ptr<Communicator> pipe_group;
   int pipeline_size = 1;
+  std::vector<pipe::Instruction> pipe_program;  // this stage's schedule for one batch
   detail::SplitDims split_dims;    // the parameters the tensor group splits, and along what
   std::vector<at::Tensor> params;  // layout order
   std::vector<std::string> names;  // layout order

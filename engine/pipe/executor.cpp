@@ -25,14 +25,20 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
   ZERO_CHECK(!module.is_last_stage() || loss_fn, UsageError,
              "train_batch: PipelineOptions::loss_fn is not set (the last stage computes the "
              "loss)");
-  const int stage = module.stage(),
+  const int stage = module.stage(), chunks = module.virtual_stages(),
             micro_batches = static_cast<int>(s.config.gradient_accumulation_steps);
   const at::Device device = s.params[0].device();
-  auto what = [&](const char* kind, int micro) {
-    return detail::str(kind, " of micro-batch ", micro, " (stage ", stage, ")");
+  auto what = [&](const char* kind, int micro, int chunk) {
+    return chunks > 1 ? detail::str(kind, " of micro-batch ", micro, " (stage ", stage, ", chunk ",
+                                    chunk, ")")
+                      : detail::str(kind, " of micro-batch ", micro, " (stage ", stage, ")");
   };
 
-  std::map<int, at::Tensor> inputs, outputs, labels, grads_in, grads_out;
+  // Per (micro-batch, model chunk): a chunk's input (a leaf to take its gradient) and output,
+  // the gradient received for the output and the one to send for the input.
+  using Slot = std::pair<int, int>;
+  std::map<Slot, at::Tensor> inputs, outputs, grads_in, grads_out;
+  std::map<int, at::Tensor> labels;
   double loss_sum = 0, batch_loss = 0;
   int backwards = 0;
   // The last stage's mean over the micro-batches, averaged over its data group, then sent to
@@ -45,14 +51,13 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
     s.pipe_group->broadcast(loss, s.pipeline_size - 1)->wait();
     return loss.item<double>();
   };
-  for (const pipe::Instruction& in :
-       pipe::build_schedule(pipe::ScheduleKind::kOneFOneB, s.pipeline_size, micro_batches, stage)) {
-    const int micro = in.micro;
+  for (const pipe::Instruction& in : s.pipe_program) {
+    const Slot slot{in.micro, in.chunk};
     switch (in.op) {
       case pipe::Instruction::Op::kLoad: {
         pipe::MicroBatch batch = next_micro_batch();
-        if (module.is_first_stage()) inputs[micro] = batch.inputs.to(device);
-        if (module.is_last_stage()) labels[micro] = batch.labels.to(device);
+        if (module.is_first_part(in.chunk)) inputs[slot] = batch.inputs.to(device);
+        if (module.is_last_part(in.chunk)) labels[in.micro] = batch.labels.to(device);
         break;
       }
       case pipe::Instruction::Op::kComm: {
@@ -60,13 +65,21 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         std::vector<pipe::Incoming> receives;
         for (const pipe::Transfer& t : in.transfers) {
           const bool act = t.what == pipe::Transfer::What::kActivation;
+          const char* kind = act ? "activation" : "gradient";
           if (t.kind == pipe::Transfer::Kind::kSend) {
-            at::Tensor& sent = act ? outputs.at(t.micro) : grads_out.at(t.micro);
-            sends.push_back(
-                {t.peer, {sent.detach()}, what(act ? "activation" : "gradient", t.micro)});
-            if (!act) grads_out.erase(t.micro);
+            // A transfer names the receiver's chunk: the last stage's chunk c feeds the first
+            // stage's chunk c + 1, whose gradient comes back to chunk c.
+            int chunk = t.chunk;
+            if (act && module.is_last_stage()) --chunk;
+            if (!act && module.is_first_stage()) ++chunk;
+            auto& from = act ? outputs : grads_out;
+            auto it = from.find({t.micro, chunk});
+            ZERO_ASSERT(it != from.end(), "no ", kind, " of micro-batch ", t.micro, " chunk ",
+                        chunk, " to send");
+            sends.push_back({t.peer, {it->second.detach()}, what(kind, t.micro, chunk)});
+            if (!act) from.erase(it);
           } else {
-            receives.push_back({t.peer, what(act ? "activation" : "gradient", t.micro)});
+            receives.push_back({t.peer, what(kind, t.micro, t.chunk)});
           }
         }
         const auto got = pipe::exchange(*s.pipe_group, sends, receives, device);
@@ -78,48 +91,50 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
           at::Tensor value = got[k++][0];
           if (t.what == pipe::Transfer::What::kActivation) {
             if (at::isFloatingType(value.scalar_type())) value.requires_grad_(true);
-            inputs[t.micro] = value;
+            inputs[{t.micro, t.chunk}] = value;
           } else {
-            grads_in[t.micro] = value;
+            grads_in[{t.micro, t.chunk}] = value;
           }
         }
         break;
       }
       case pipe::Instruction::Op::kForward: {
-        at::Tensor out = module.forward(inputs.at(micro));
-        if (module.is_last_stage()) {
-          out = loss_fn(out, labels.at(micro));
-          ZERO_CHECK(out.numel() == 1, UsageError, "train_batch: the loss of micro-batch ", micro,
-                     " has ", out.numel(), " elements; loss_fn must return a scalar");
+        at::Tensor out = module.forward(inputs.at(slot), in.chunk);
+        if (module.is_last_part(in.chunk)) {
+          out = loss_fn(out, labels.at(in.micro));
+          ZERO_CHECK(out.numel() == 1, UsageError, "train_batch: the loss of micro-batch ",
+                     in.micro, " has ", out.numel(), " elements; loss_fn must return a scalar");
           loss_sum += out.item<double>();
-          labels.erase(micro);
+          labels.erase(in.micro);
         }
-        outputs[micro] = out;
+        outputs[slot] = out;
         break;
       }
       case pipe::Instruction::Op::kBackward: {
-        const bool boundary = ++backwards == micro_batches;
+        // Every chunk's gradients accumulate over the batch; ZeRO reduces at the last backward.
+        const bool boundary = ++backwards == micro_batches * chunks;
         s.stage->start_backward(boundary);
-        at::Tensor out = outputs.at(micro);
-        if (module.is_last_stage()) {
+        at::Tensor out = outputs.at(slot);
+        if (module.is_last_part(in.chunk)) {
           // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) x scale.
           at::Tensor scaled = micro_batches > 1 ? out / static_cast<double>(micro_batches) : out;
           if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
           scaled.backward();
         } else {
-          torch::autograd::backward({out}, {grads_in.at(micro)});
-          grads_in.erase(micro);
+          torch::autograd::backward({out}, {grads_in.at(slot)});
+          grads_in.erase(slot);
         }
         s.stage->finish_backward();
-        if (!module.is_first_stage()) {
-          const at::Tensor& x = inputs.at(micro);
+        if (!module.is_first_part(in.chunk)) {
+          const at::Tensor& x = inputs.at(slot);
           ZERO_CHECK(x.grad().defined(), UsageError, "train_batch: the input of stage ", stage,
-                     " got no gradient in micro-batch ", micro,
+                     chunks > 1 ? detail::str(" chunk ", in.chunk) : std::string(),
+                     " got no gradient in micro-batch ", in.micro,
                      " (its layers do not use it in a differentiable way)");
-          grads_out[micro] = x.grad();
+          grads_out[slot] = x.grad();
         }
-        inputs.erase(micro);
-        outputs.erase(micro);
+        inputs.erase(slot);
+        outputs.erase(slot);
         break;
       }
       case pipe::Instruction::Op::kStep:

@@ -41,11 +41,19 @@ std::vector<int64_t> count_trainable(const std::vector<LayerSpec>& specs) {
 
 PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<LayerSpec> layers,
                                        PipelineOptions options)
-    : specs_(std::move(layers)), options_(std::move(options)), stage_(grid.pipeline_rank()) {
-  const int stages = grid.pipeline_size();
-  const int n = num_layers();
-  ZERO_CHECK(n >= stages, UsageError, "PipelineModule: ", n, " layers cannot fill ", stages,
-             " pipeline stages (each stage needs at least one layer)");
+    : specs_(std::move(layers)),
+      options_(std::move(options)),
+      stage_(grid.pipeline_rank()),
+      stages_(grid.pipeline_size()) {
+  const int chunks = options_.virtual_stages();
+  ZERO_CHECK(chunks >= 1, UsageError, "PipelineModule: ", chunks,
+             " virtual stages; there must be at least 1");
+  const int n = num_layers(), count = stages_ * chunks;
+  ZERO_CHECK(n >= count, UsageError, "PipelineModule: ", n, " layers cannot fill ", stages_,
+             " pipeline stages",
+             chunks > 1 ? detail::str(" x ", chunks, " virtual stages = ", count, " parts")
+                        : std::string(),
+             " (each ", chunks > 1 ? "part" : "stage", " needs at least one layer)");
   std::vector<std::string> names;
   for (const LayerSpec& s : specs_) names.push_back(s.type_name);
   std::string method = options_.partition_method();
@@ -54,26 +62,35 @@ PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<Lay
   const bool counts_needed = method == "parameters";
   parts_ = partition_layers(options_.partition_method(),
                             counts_needed ? count_trainable(specs_) : std::vector<int64_t>(n, 0),
-                            names, stages);
-  for (int s = 0; s < stages; ++s)
-    ZERO_CHECK(parts_[s + 1] > parts_[s], UsageError, "PipelineModule: partition method '",
-               options_.partition_method(), "' leaves pipeline stage ", s, " without layers (",
-               partition_text(), "); use another method or fewer stages");
+                            names, count);
+  chunks_.resize(chunks);  // partition_text names parts by it
+  for (int k = 0; k < count; ++k)
+    ZERO_CHECK(parts_[k + 1] > parts_[k], UsageError, "PipelineModule: partition method '",
+               options_.partition_method(), "' leaves ",
+               chunks > 1 ? detail::str("part ", k, " (pipeline stage ", k % stages_, ", chunk ",
+                                        k / stages_, ")")
+                          : detail::str("pipeline stage ", k),
+               " without layers (", partition_text(), "); use another method or fewer stages");
   auto container = register_module("layers", std::make_shared<torch::nn::Module>());
-  for (int i = parts_[stage_]; i < parts_[stage_ + 1]; ++i) {
-    torch::manual_seed(static_cast<uint64_t>(options_.base_seed() + i));
-    torch::nn::AnyModule layer = specs_[i].build();
-    container->register_module(std::to_string(i), layer.ptr());
-    owned_.emplace_back(i, std::move(layer));
+  for (int c = 0; c < chunks; ++c) {
+    const int part = c * stages_ + stage_;
+    for (int i = parts_[part]; i < parts_[part + 1]; ++i) {
+      torch::manual_seed(static_cast<uint64_t>(options_.base_seed() + i));
+      torch::nn::AnyModule layer = specs_[i].build();
+      container->register_module(std::to_string(i), layer.ptr());
+      chunks_[c].emplace_back(i, std::move(layer));
+    }
   }
   if (grid.world()->rank() == 0)
     spdlog::info("[rank 0] pipeline partition ({}): {}", options_.partition_method(),
                  partition_text());
 }
 
-at::Tensor PipelineModuleImpl::forward(const at::Tensor& x) {
+at::Tensor PipelineModuleImpl::forward(const at::Tensor& x, int chunk) {
+  ZERO_CHECK(chunk >= 0 && chunk < virtual_stages(), UsageError, "PipelineModule: chunk ", chunk,
+             " of a stage with ", virtual_stages(), " model chunks");
   at::Tensor h = x;
-  for (auto& [index, layer] : owned_) {
+  for (auto& [index, layer] : chunks_[chunk]) {
     try {
       h = layer.forward<at::Tensor>(h);
     } catch (const c10::Error& e) {
@@ -88,8 +105,12 @@ at::Tensor PipelineModuleImpl::forward(const at::Tensor& x) {
 
 std::string PipelineModuleImpl::partition_text() const {
   std::string out;
+  const bool chunked = chunks_.size() > 1;
   for (size_t s = 0; s + 1 < parts_.size(); ++s) {
-    out += (s ? "; stage " : "stage ") + std::to_string(s) + ": ";
+    out += s ? "; " : "";
+    out += chunked
+               ? detail::str("part ", s, " (stage ", s % stages_, ", chunk ", s / stages_, "): ")
+               : detail::str("stage ", s, ": ");
     if (parts_[s] == parts_[s + 1]) {
       out += "no layers";
       continue;

@@ -1,5 +1,5 @@
 // Tuples of tensors between pipeline stages: a fixed-size int64 header per tuple, then the
-// tensors, as two point-to-point batches.
+// tensors, as two point-to-point batches (one when the step only sends).
 #include <zero/engine/pipe/p2p.h>
 
 #include <zero/error.h>
@@ -105,6 +105,12 @@ std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
     data_out.push_back(std::move(flat));
   }
   if (ops.empty()) return {};
+  if (receives.empty()) {  // nothing to learn first: the headers and the data in one batch
+    for (size_t i = 0; i < sends.size(); ++i)
+      for (const at::Tensor& t : data_out[i]) ops.push_back({P2POp::Kind::kSend, t, sends[i].peer});
+    wait_for(pipe_group.batch_p2p(ops), sends, receives);
+    return {};
+  }
   wait_for(pipe_group.batch_p2p(ops), sends, receives);
 
   // Then the data, in the headers' order; empty tensors travel as empty messages.

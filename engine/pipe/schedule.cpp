@@ -4,7 +4,10 @@
 #include <zero/error.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 namespace zero::pipe {
 
@@ -255,6 +258,72 @@ std::vector<Instruction> zero_bubble_h1(int p, int m, int rank) {
   return with_messages(units, Neighbours(p, 1, rank), /*send_behind=*/true);
 }
 
+// A message of the batch: sender, receiver, what, micro-batch, chunk.
+using MessageKey = std::tuple<int, int, int, int, int>;
+
+MessageKey key_of(int rank, const Transfer& t) {
+  const bool send = t.kind == Transfer::Kind::kSend;
+  return {send ? rank : t.peer, send ? t.peer : rank, static_cast<int>(t.what), t.micro, t.chunk};
+}
+
+// The executor sends a tuple's header before its data (zero::pipe::exchange: the receiver learns
+// the sizes from the header), so a comm batch runs as two blocking point-to-point batches, the
+// headers and then the data. That equals one atomic batch only when the batch's messages with
+// each peer are all in one batch of that peer: otherwise a rank can wait for a header its peer
+// sends only after a data message the rank has not posted yet. Splits batches, in the peers'
+// order, until that holds on every rank (1F1B's combined batches already hold it).
+void match_batches(std::vector<std::vector<Instruction>>& ranks) {
+  const int p = static_cast<int>(ranks.size());
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<std::map<MessageKey, int>> batch_of(p);  // per rank: message -> its batch
+    for (int r = 0; r < p; ++r)
+      for (size_t i = 0; i < ranks[r].size(); ++i)
+        for (const Transfer& t : ranks[r][i].transfers)
+          batch_of[r][key_of(r, t)] = static_cast<int>(i);
+    for (int r = 0; r < p; ++r) {
+      std::vector<Instruction> out;
+      for (Instruction& in : ranks[r]) {
+        // Per peer, the peer's batches that hold this batch's messages, in the peer's order;
+        // the k-th of each peer's goes to sub-batch k.
+        std::map<int, std::set<int>> peer_batches;
+        for (const Transfer& t : in.transfers)
+          peer_batches[t.peer].insert(batch_of[t.peer].at(key_of(r, t)));
+        size_t parts = 1;
+        for (const auto& [peer, batches] : peer_batches) parts = std::max(parts, batches.size());
+        if (in.op != Instruction::Op::kComm || parts == 1) {
+          out.push_back(std::move(in));
+          continue;
+        }
+        std::vector<Instruction> split(parts, in);
+        for (Instruction& part : split) part.transfers.clear();
+        for (const Transfer& t : in.transfers) {
+          const std::set<int>& batches = peer_batches[t.peer];
+          const auto k =
+              std::distance(batches.begin(), batches.find(batch_of[t.peer].at(key_of(r, t))));
+          split[k].transfers.push_back(t);
+        }
+        for (Instruction& part : split) out.push_back(std::move(part));
+        changed = true;
+      }
+      ranks[r] = std::move(out);
+    }
+  }
+}
+
+std::vector<Instruction> build(ScheduleKind kind, int stages, int micro_batches, int rank,
+                               int chunks) {
+  switch (kind) {
+    case ScheduleKind::kOneFOneB:
+      return one_f_one_b(stages, micro_batches, rank);
+    case ScheduleKind::kInterleaved:
+      return interleaved(stages, chunks, micro_batches, rank);
+    case ScheduleKind::kZeroBubbleH1:
+      return zero_bubble_h1(stages, micro_batches, rank);
+  }
+  throw UsageError("pipeline schedule: unknown kind");
+}
+
 }  // namespace
 
 std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
@@ -266,21 +335,19 @@ std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro
   ZERO_CHECK(kind == ScheduleKind::kInterleaved || chunks == 1, UsageError, "pipeline schedule ",
              to_string(kind), ": ", chunks,
              " model chunks per rank; only the interleaved schedule has more than 1");
-  switch (kind) {
-    case ScheduleKind::kOneFOneB:
-      return one_f_one_b(stages, micro_batches, rank);
-    case ScheduleKind::kInterleaved:
-      ZERO_CHECK(chunks >= 2, ConfigError, "pipeline schedule interleaved: ", chunks,
-                 " model chunks per rank (pipeline.virtual_stages); it needs at least 2");
-      ZERO_CHECK(micro_batches % stages == 0, ConfigError,
-                 "pipeline schedule interleaved: the micro-batches (", micro_batches,
-                 ", gradient_accumulation_steps) must be a multiple of the pipeline stages (",
-                 stages, ")");
-      return interleaved(stages, chunks, micro_batches, rank);
-    case ScheduleKind::kZeroBubbleH1:
-      return zero_bubble_h1(stages, micro_batches, rank);
+  if (kind == ScheduleKind::kInterleaved) {
+    ZERO_CHECK(chunks >= 2, ConfigError, "pipeline schedule interleaved: ", chunks,
+               " model chunks per rank (pipeline.virtual_stages); it needs at least 2");
+    ZERO_CHECK(micro_batches % stages == 0, ConfigError,
+               "pipeline schedule interleaved: the micro-batches (", micro_batches,
+               ", gradient_accumulation_steps) must be a multiple of the pipeline stages (", stages,
+               ")");
   }
-  throw UsageError("pipeline schedule: unknown kind");
+  // Every rank's batches, to split them alike (match_batches).
+  std::vector<std::vector<Instruction>> ranks;
+  for (int r = 0; r < stages; ++r) ranks.push_back(build(kind, stages, micro_batches, r, chunks));
+  match_batches(ranks);
+  return std::move(ranks[rank]);
 }
 
 std::string to_string(const Instruction& in) {

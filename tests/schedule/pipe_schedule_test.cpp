@@ -1,6 +1,7 @@
 // The pipeline schedules run on a simulator of the executor: one instruction stream per rank,
-// forward and backward with costs F and B, every comm batch blocking until each of its
-// messages' counterparts has been posted by the peer (a send may wait for its receive, as on
+// forward and backward with costs F and B, every comm batch run as zero::pipe::exchange runs it
+// (the headers, then the data; sends only: both at once), each of those blocking until each of
+// its messages' counterparts has been posted by the peer (a send may wait for its receive, as on
 // Gloo and NCCL). Over p 1..8, v 1..4 and m 1..32 it checks what the executor relies on: the n-th
 // message a rank sends a peer is the n-th that peer receives from it and of the same kind,
 // micro-batch and chunk; no rank talks to itself; nothing deadlocks; each micro-batch's forward
@@ -23,12 +24,46 @@ using namespace zero::pipe;
 
 namespace {
 
-// A message in flight: sender, receiver, what, micro-batch, chunk.
-using Key = std::tuple<int, int, int, int, int>;
+// A message in flight: sender, receiver, what, micro-batch, chunk, and its part: a tuple travels
+// as a header (part 0), then its data (part 1).
+using Key = std::tuple<int, int, int, int, int, int>;
 
-Key key_of(int rank, const Transfer& t) {
+Key key_of(int rank, const Transfer& t, int part = 0) {
   const bool send = t.kind == Transfer::Kind::kSend;
-  return {send ? rank : t.peer, send ? t.peer : rank, static_cast<int>(t.what), t.micro, t.chunk};
+  return {
+      send ? rank : t.peer, send ? t.peer : rank, static_cast<int>(t.what), t.micro, t.chunk, part};
+}
+
+// An instruction as the executor runs it: zero::pipe::exchange turns a comm batch into the
+// point-to-point batches the communicator sees, each blocking until every counterpart has been
+// posted: the headers, then the data (whose sizes the headers gave); a batch of sends only goes
+// as one batch of headers and data.
+struct SimStep {
+  Instruction in;
+  std::vector<int> parts;  // per transfer of in.transfers
+};
+
+std::vector<SimStep> as_executed(const std::vector<Instruction>& prog) {
+  std::vector<SimStep> out;
+  for (const Instruction& in : prog) {
+    if (in.op != Instruction::Op::kComm) {
+      out.push_back({in, {}});
+      continue;
+    }
+    const bool sends_only =
+        std::all_of(in.transfers.begin(), in.transfers.end(),
+                    [](const Transfer& t) { return t.kind == Transfer::Kind::kSend; });
+    SimStep headers{in, {}}, data{in, {}};
+    headers.in.transfers.clear(), data.in.transfers.clear();
+    for (const Transfer& t : in.transfers) {
+      headers.in.transfers.push_back(t), headers.parts.push_back(0);
+      (sends_only ? headers : data).in.transfers.push_back(t);
+      (sends_only ? headers : data).parts.push_back(1);
+    }
+    out.push_back(std::move(headers));
+    if (!sends_only) out.push_back(std::move(data));
+  }
+  return out;
 }
 
 struct Result {
@@ -44,13 +79,13 @@ struct Costs {
 
 // Runs every rank's schedule to the end; FAILs on a deadlock or a broken rule.
 Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
-  std::vector<std::vector<Instruction>> prog(p);
-  for (int r = 0; r < p; ++r) prog[r] = build_schedule(kind, p, m, r, v);
+  std::vector<std::vector<Instruction>> schedule(p);
+  for (int r = 0; r < p; ++r) schedule[r] = build_schedule(kind, p, m, r, v);
 
   // Order per (sender, receiver) pair: the sends and the receives list the same messages.
   std::map<std::pair<int, int>, std::vector<Key>> sent, received;
   for (int r = 0; r < p; ++r)
-    for (const Instruction& in : prog[r])
+    for (const Instruction& in : schedule[r])
       for (const Transfer& t : in.transfers) {
         INFO("rank " << r << ": " << to_string(in));
         REQUIRE(t.peer != r);
@@ -61,13 +96,15 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
         list[{std::get<0>(k), std::get<1>(k)}].push_back(k);
       }
   REQUIRE(sent == received);
+  std::vector<std::vector<SimStep>> prog(p);
+  for (int r = 0; r < p; ++r) prog[r] = as_executed(schedule[r]);
 
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0);
   std::vector<bool> posted(p, false);
   std::vector<double> posted_at(p, 0), comm_free(p, 0), behind_posted(p, 0);
-  std::vector<const Instruction*> behind(p, nullptr);  // a batch not waited for, still running
-  std::map<Key, double> post_time;                     // (key, direction) posting times
+  std::vector<const SimStep*> behind(p, nullptr);  // a batch not waited for, still running
+  std::map<Key, double> post_time;                 // (key, direction) posting times
   std::map<Key, double> recv_post_time;
   Result res;
   res.busy.assign(p, 0);
@@ -79,15 +116,17 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
     for (int r = 0; r < p; ++r) {
       while (pc[r] < prog[r].size()) {
         done = false;
-        const Instruction& in = prog[r][pc[r]];
+        const SimStep& step = prog[r][pc[r]];
+        const Instruction& in = step.in;
         INFO("rank " << r << " at " << to_string(in));
         // The earliest a batch can complete: when every counterpart has been posted (or
         // nothing, when one has not been yet).
-        auto completes = [&](const std::vector<Transfer>& transfers, double posted_at) {
+        auto completes = [&](const SimStep& batch, double posted_at) {
           double ready = posted_at;
-          for (const Transfer& t : transfers) {
+          for (size_t i = 0; i < batch.in.transfers.size(); ++i) {
+            const Transfer& t = batch.in.transfers[i];
             const auto& other = t.kind == Transfer::Kind::kSend ? recv_post_time : post_time;
-            auto it = other.find(key_of(r, t));
+            auto it = other.find(key_of(r, t, batch.parts[i]));
             if (it == other.end()) return -1.0;
             ready = std::max(ready, it->second);
           }
@@ -96,7 +135,7 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
         const bool final_steps = in.op == Instruction::Op::kReduceTied;
         if ((in.op == Instruction::Op::kComm || final_steps) && behind[r]) {
           // The communicator runs batches in order: the one behind finishes first.
-          const double at = completes(behind[r]->transfers, behind_posted[r]);
+          const double at = completes(*behind[r], behind_posted[r]);
           if (at < 0) break;  // blocked on a peer
           comm_free[r] = at;
           if (final_steps) clock[r] = std::max(clock[r], at);  // train_batch waits for it
@@ -106,17 +145,20 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
         if (in.op == Instruction::Op::kComm) {
           if (!posted[r]) {
             posted_at[r] = std::max(clock[r], comm_free[r]);
-            for (const Transfer& t : in.transfers)
-              (t.kind == Transfer::Kind::kSend ? post_time : recv_post_time)[key_of(r, t)] =
+            for (size_t i = 0; i < in.transfers.size(); ++i) {
+              const Transfer& t = in.transfers[i];
+              (t.kind == Transfer::Kind::kSend ? post_time
+                                               : recv_post_time)[key_of(r, t, step.parts[i])] =
                   posted_at[r];
+            }
             posted[r] = true;
             progress = true;
           }
           if (!in.wait) {
-            behind[r] = &in;
+            behind[r] = &step;
             behind_posted[r] = posted_at[r];
           } else {
-            const double at = completes(in.transfers, posted_at[r]);
+            const double at = completes(step, posted_at[r]);
             if (at < 0) break;  // blocked on a peer
             clock[r] = comm_free[r] = at;
           }
@@ -155,7 +197,7 @@ Result simulate(ScheduleKind kind, int p, int m, Costs cost, int v = 1) {
       std::string where;
       for (int r = 0; r < p; ++r)
         where += "rank " + std::to_string(r) + " at " +
-                 (pc[r] < prog[r].size() ? to_string(prog[r][pc[r]]) : "end") + "; ";
+                 (pc[r] < prog[r].size() ? to_string(prog[r][pc[r]].in) : "end") + "; ";
       FAIL("deadlock: " << where);
     }
   }

@@ -1,7 +1,9 @@
 // A model as a list of deferred layers split over pipeline stages (DeepSpeed's PipelineModule):
 // each rank builds only the layers its stage owns, layer i right after
 // torch::manual_seed(base_seed + i), so its values do not depend on the number of stages, and
-// registers them as layers.<i> (global names: layers.<i>.<name inside the layer>).
+// registers them as layers.<i> (global names: layers.<i>.<name inside the layer>). With v
+// virtual stages (the interleaved schedule) the layers are split into p v parts and stage s holds
+// v model chunks, chunk c being part c p + s (Megatron's virtual pipeline).
 #pragma once
 
 #include <zero/comm/parallel_grid.h>
@@ -32,30 +34,39 @@ struct PipelineOptions {
   // "parameters" (DeepSpeed's default), "uniform" or "type:REGEX" (partition.h).
   TORCH_ARG(std::string, partition_method) = "parameters";
   TORCH_ARG(LossFn, loss_fn);
+  // Model chunks per stage: the config's pipeline.virtual_stages with the interleaved schedule
+  // (zero::initialize checks that they agree), 1 otherwise.
+  TORCH_ARG(int, virtual_stages) = 1;
 };
 
 class PipelineModuleImpl : public torch::nn::Module {
  public:
   // Collective over nothing: every rank computes the same partition from the specs (building
   // each layer once, under a saved and restored RNG state, when the method needs parameter
-  // counts). UsageError when a stage would hold no layer (more stages than layers, or a
-  // partition that leaves one empty), naming the stage and the partition.
+  // counts). UsageError when a stage (or a part, with virtual stages) would hold no layer (more
+  // parts than layers, or a partition that leaves one empty), naming it and the partition.
   PipelineModuleImpl(const ParallelGrid& grid, std::vector<LayerSpec> layers,
                      PipelineOptions options = {});
 
-  // This stage's layers in order on `x` (the previous stage's output, or the micro-batch's
-  // inputs on the first). UsageError naming the layer and stage when a layer's output is not a
-  // tensor.
-  at::Tensor forward(const at::Tensor& x);
+  // The layers of this stage's model chunk `chunk` in order on `x` (the previous part's output,
+  // or the micro-batch's inputs on the first part). UsageError naming the layer and stage when a
+  // layer's output is not a tensor.
+  at::Tensor forward(const at::Tensor& x, int chunk = 0);
 
   int stage() const { return stage_; }
-  int num_stages() const { return static_cast<int>(parts_.size()) - 1; }
+  int num_stages() const { return stages_; }
+  int virtual_stages() const { return static_cast<int>(chunks_.size()); }
   bool is_first_stage() const { return stage_ == 0; }
-  bool is_last_stage() const { return stage_ == num_stages() - 1; }
-  // Stage s holds layers [parts()[s], parts()[s + 1]).
+  bool is_last_stage() const { return stage_ == stages_ - 1; }
+  // Chunk `chunk` of this stage is the model's first part (it takes the micro-batch's inputs) or
+  // its last (its output goes to loss_fn).
+  bool is_first_part(int chunk) const { return chunk == 0 && is_first_stage(); }
+  bool is_last_part(int chunk) const { return chunk == virtual_stages() - 1 && is_last_stage(); }
+  // Part k holds layers [parts()[k], parts()[k + 1]); it is chunk k / p of stage k % p.
   const std::vector<int>& parts() const { return parts_; }
   int num_layers() const { return static_cast<int>(specs_.size()); }
   // "stage 0: layers 0-1 (Embedding, Block); stage 1: ..." (what rank 0 prints).
+  // With virtual stages: "part 0 (stage 0, chunk 0): layers 0-1 (...); ...".
   std::string partition_text() const;
   const PipelineOptions& options() const { return options_; }
 
@@ -63,8 +74,9 @@ class PipelineModuleImpl : public torch::nn::Module {
   std::vector<LayerSpec> specs_;
   PipelineOptions options_;
   std::vector<int> parts_;
-  int stage_ = 0;
-  std::vector<std::pair<int, torch::nn::AnyModule>> owned_;  // (global index, layer)
+  int stage_ = 0, stages_ = 1;
+  // Per model chunk: (global index, layer).
+  std::vector<std::vector<std::pair<int, torch::nn::AnyModule>>> chunks_;
 };
 TORCH_MODULE(PipelineModule);
 

@@ -2,7 +2,9 @@
 // shapes and dtypes, sent with a header (count, dtypes, shapes) each time, so varying sequence
 // lengths need no flag. One exchange is one schedule step's messages, as two point-to-point
 // batches over the pipeline group: the headers, then the data (whose sizes the headers gave),
-// each with every receive posted before any send, so neighbours cannot deadlock.
+// each with every receive posted before any send (a step that only sends: one batch of both).
+// That equals one atomic batch when the step's messages with each peer are all in one step of
+// that peer, which the schedules guarantee (schedule.h) and tests/schedule's simulator checks.
 #pragma once
 
 #include <zero/comm/communicator.h>

@@ -60,9 +60,12 @@ struct Instruction {
 };
 
 // The instructions of pipeline rank `rank` of `stages` for one batch of `micro_batches`, with
-// `chunks` model chunks per rank (interleaved only; 1 otherwise). UsageError when the sizes are
-// not positive, the rank is outside, or chunks is not 1 for a schedule without chunks;
-// ConfigError when interleaving gets fewer than 2 chunks or m is not a multiple of p.
+// `chunks` model chunks per rank (interleaved only; 1 otherwise). A comm batch's messages with
+// each peer are all in one batch of that peer (batches are split where a schedule's rules would
+// put them in two), so the executor's header-then-data exchange runs like one atomic batch.
+// UsageError when the sizes are not positive, the rank is outside, or chunks is not 1 for a
+// schedule without chunks; ConfigError when interleaving gets fewer than 2 chunks or m is not a
+// multiple of p.
 std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
                                         int chunks = 1);
 
