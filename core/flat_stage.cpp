@@ -135,6 +135,9 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
       }
     } else {
       b.grad_shard = at::zeros({g.shard_numel}, opts.dtype(grad_dtype));
+      // Deferred: the micro-batches accumulate here, and the buckets reduce-scatter from it.
+      if (options_.defer_reduction)
+        b.flat_grad = at::zeros({g.padded_numel}, opts.dtype(grad_dtype));
       for (int pi : g.params) params_[pi].mutable_grad().reset();
     }
     // Stage 0 optimizes the whole buffer; the others this rank's shard.
@@ -187,7 +190,8 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
 void FlatStage::start_backward(bool boundary) {
   ZERO_ASSERT(pending_.empty(), "buckets still in flight at the start of backward");
   boundary_backward_ = boundary;
-  reduce_now_ = reduction_ == GradReduction::kReduceScatter || boundary;
+  reduce_now_ =
+      !options_.defer_reduction && (boundary || reduction_ == GradReduction::kReduceScatter);
   for (auto& b : buckets_) b = BucketState{};
   next_launch_ = 0;
   filled_.clear();
@@ -254,7 +258,7 @@ void FlatStage::on_grad(int param) {
   const ParamSlot& ps = layout_.slots()[param];
   at::Tensor& grad = params_[param].mutable_grad();
   ZERO_ASSERT(grad.defined(), "hook without gradient for ", layout_.params()[param].name);
-  if (reduction_ == GradReduction::kAllReduce) {
+  if (reduction_ == GradReduction::kAllReduce || options_.defer_reduction) {
     const GroupBuffers& b = groups_[ps.group];
     at::Tensor view = b.flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
     if (!b.grad_is_view) {  // another dtype: accumulate into the buffer, drop autograd's tensor
@@ -380,7 +384,10 @@ void FlatStage::launch_bucket(int bucket) {
     WorkHandle work = comm_->all_reduce(reduced, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
     pending_.push_back(Pending{bucket, -1, std::move(work), {}, reduced, view});
   } else {
-    const int slot = acquire_slot(bucket);
+    const int slot = acquire_slot(bucket, /*use_staging=*/!options_.defer_reduction);
+    // Deferred: the accumulated gradients themselves (consumed; zero_grad clears them).
+    if (options_.defer_reduction)
+      slots_[slot].input = groups_[b.group].flat_grad.narrow(0, b.buffer.begin, b.buffer.numel());
     const auto& counts = bucket_counts_[bucket];
     at::Tensor input = slots_[slot].input;
     // This rank's part is reduced in place, in its own chunk of the input (as NCCL's in-place
@@ -459,18 +466,40 @@ void FlatStage::find_unbucketed() {
   }
 }
 
+void FlatStage::launch_remaining() {
+  if (launch_order_.empty() && !buckets_.empty()) learn_launch_order();
+  while (next_launch_ < launch_order_.size()) launch_bucket(launch_order_[next_launch_++]);
+}
+
+void FlatStage::report_unbucketed() {
+  if (!grad_ready_) return;
+  for (size_t g = 0; g < unbucketed_.size(); ++g)
+    for (const ShardRange& r : unbucketed_[g]) grad_ready_(static_cast<int>(g), r.begin, r.numel());
+}
+
 void FlatStage::finish_backward() {
-  if (reduce_now_) {
-    if (launch_order_.empty() && !buckets_.empty()) learn_launch_order();
-    while (next_launch_ < launch_order_.size()) launch_bucket(launch_order_[next_launch_++]);
-  }
+  if (reduce_now_) launch_remaining();
   while (!pending_.empty()) finish_pending();
-  if (grad_ready_ && boundary_backward_)
-    for (size_t g = 0; g < unbucketed_.size(); ++g)
-      for (const ShardRange& r : unbucketed_[g])
-        grad_ready_(static_cast<int>(g), r.begin, r.numel());
+  if (reduce_now_ && boundary_backward_) report_unbucketed();
   in_backward_ = false;
   if (boundary_backward_) implicit_begun_ = 0;
+}
+
+void FlatStage::reduce_deferred() {
+  ZERO_ASSERT(options_.defer_reduction && !in_backward_ && boundary_backward_,
+              "reduce_deferred outside a deferred boundary");
+  reduce_now_ = true;
+  launch_remaining();
+  while (!pending_.empty()) finish_pending();
+  report_unbucketed();
+  reduce_now_ = false;
+}
+
+at::Tensor FlatStage::accumulated_grad(int param) {
+  const ParamSlot& ps = layout_.slots()[param];
+  const at::Tensor& flat_grad = groups_[ps.group].flat_grad;
+  if (!flat_grad.defined()) return {};
+  return flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
 }
 
 void FlatStage::zero_grad() {

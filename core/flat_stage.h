@@ -48,6 +48,8 @@ class FlatStage : public Stage {
   void start_backward(bool boundary) override;
   void finish_backward() override;
   void zero_grad() override;  // nothing to do when no backward ran since the last one
+  void reduce_deferred() override;
+  at::Tensor accumulated_grad(int param) override;
   std::vector<int> params_without_grad() const override;
   StageMemory memory() const override;
   void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
@@ -107,6 +109,8 @@ class FlatStage : public Stage {
   // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
   int acquire_slot(int bucket, bool use_staging = true);
   void launch_bucket(int bucket);
+  void launch_remaining();   // every bucket not launched yet, in the launch order
+  void report_unbucketed();  // grad_ready for the shard parts no bucket covers (padding)
   // Launches the filled buckets at the head of launch_order_ (overlap: during backward).
   void launch_filled_in_order();
   // At the first reducing backward: rank 0's fill order (then the unfilled buckets, last first)

@@ -37,13 +37,15 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
   layout.params_ = params;
   layout.slots_.resize(params.size());
 
-  // Groups keyed by (unit, persistent, dtype, tensor split), in order of first appearance.
-  std::map<std::tuple<int, bool, int, bool>, int> group_of;
+  // Groups keyed by (unit, persistent, dtype, tensor split, tied copy), in order of first
+  // appearance.
+  std::map<std::tuple<int, bool, int, bool, bool>, int> group_of;
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamSpec& p = params[i];
     ZERO_CHECK(p.numel > 0, UsageError, "FlatLayout: parameter '", p.name, "' has ", p.numel,
                " elements; only non-empty parameters can be partitioned");
-    auto key = std::make_tuple(p.unit, p.persistent, static_cast<int>(p.dtype), p.tensor_split);
+    auto key = std::make_tuple(p.unit, p.persistent, static_cast<int>(p.dtype), p.tensor_split,
+                               p.tied_copy);
     auto it = group_of.find(key);
     if (it == group_of.end()) {
       it = group_of.emplace(key, static_cast<int>(layout.groups_.size())).first;
@@ -52,6 +54,7 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
       g.unit = p.unit;
       g.persistent = p.persistent;
       g.tensor_split = p.tensor_split;
+      g.tied_copy = p.tied_copy;
       layout.groups_.push_back(g);
     }
     layout.groups_[it->second].params.push_back(static_cast<int>(i));
@@ -138,6 +141,7 @@ uint64_t FlatLayout::hash() const {
     fnv(h, p.unit);
     fnv(h, p.persistent);
     fnv(h, p.tensor_split);
+    if (p.tied_copy) fnv(h, 1);  // only then: the fingerprints of layouts without ties stay
   }
   return h;
 }
@@ -149,7 +153,7 @@ std::string FlatLayout::describe() const {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
     out << "\n  group " << gi << ": unit " << g.unit << (g.persistent ? " persistent" : "")
-        << (g.tensor_split ? " tensor-split" : "") << ", "
+        << (g.tensor_split ? " tensor-split" : "") << (g.tied_copy ? " tied-copy" : "") << ", "
         << float_type_name(g.dtype) << ", " << g.params.size() << " params, used " << g.used_numel
         << ", padded " << g.padded_numel << ", shard " << g.shard_numel;
   }

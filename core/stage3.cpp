@@ -148,7 +148,7 @@ void Stage3::start_gather(int unit) {
   }
   note_gathered_bytes(u.bytes);
   live_numel_ += u.numel;
-  ++gathers_;
+  if (!u.groups.empty()) ++gathers_;  // a unit of persistent parameters only gathers nothing
   u.state = UnitState::kGathering;
 }
 
@@ -177,7 +177,7 @@ void Stage3::finish_gather(int unit) {
 
 void Stage3::release(int unit) {
   Unit& u = units_[unit];
-  if (u.state == UnitState::kReleased) return;
+  if (u.state == UnitState::kReleased || held_) return;
   if (u.state == UnitState::kGathering) finish_gather(unit);
   for (int gi : u.groups) free_storage(groups_[gi].flat);
   note_gathered_bytes(-u.bytes);
@@ -222,6 +222,7 @@ void Stage3::prefetch(const std::vector<int>& candidates, int current) {
 
 void Stage3::pre_forward(int unit) {
   ZERO_ASSERT(unit > 0 && unit < static_cast<int>(units_.size()), "unit ", unit);
+  if (held_) return;  // gathered already; a pipeline's order is no trace to record
   // An activation checkpoint recomputing the block: its backward follows at once, so it stays
   // gathered until its gradients are in, and the forward trace is left alone.
   if (in_backward_) {
@@ -249,7 +250,7 @@ void Stage3::pre_forward(int unit) {
 }
 
 void Stage3::post_forward(int unit) {
-  if (in_backward_) return;  // a recompute: after_grad releases the block
+  if (in_backward_ || held_) return;  // a recompute: after_grad releases the block
   // Without a trace (the first pass, or the order changed) nothing is known about reuse.
   const bool traced = trace_valid_ && trace_pos_ > 0 && trace_[trace_pos_ - 1] == unit;
   if (traced && reused_soon(unit, trace_pos_ - 1))
@@ -259,6 +260,7 @@ void Stage3::post_forward(int unit) {
 }
 
 void Stage3::pre_backward(int unit) {
+  if (held_) return;
   units_[unit].kept = false;
   finish_gather(unit);
   if (!trace_valid_) return;
@@ -309,6 +311,13 @@ void Stage3::gather_all() {
 
 void Stage3::release_all() {
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+}
+
+void Stage3::hold_gathered(bool hold) {
+  if (hold == held_) return;
+  if (hold) gather_all();
+  held_ = hold;
+  if (!hold) release_all();
 }
 
 StageMemory Stage3::memory() const {

@@ -34,6 +34,7 @@ class Stage3 : public FlatStage {
   void pre_backward(int unit) override;
   void gather_all() override;
   void release_all() override;
+  void hold_gathered(bool hold) override;
   StageMemory memory() const override;
 
  private:
@@ -78,6 +79,7 @@ class Stage3 : public FlatStage {
   int64_t live_numel_ = 0;    // gathered or gathering, kept units included
   int64_t gathers_ = 0;       // start_gather transitions so far
   bool warned_live_ = false;
+  bool held_ = false;  // hold_gathered: every unit stays gathered
   // offload_param: device buffers the shards are copied into for their gathers, reused (a buffer
   // is free again when no gather holds it). Allocating one per gather made glibc keep freed
   // buffers of that size in its heap, up to tens of MiB per rank.

@@ -251,9 +251,6 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     impl->pipeline = dynamic_cast<pipe::PipelineModuleImpl*>(model.get());
     impl->pipe_group = grid->pipeline_group();
     impl->pipeline_size = grid->pipeline_size();
-    ZERO_CHECK(config.zero_optimization.stage <= 1, UsageError, "initialize: ZeRO stage ",
-               config.zero_optimization.stage,
-               " with pipeline stages is not built yet; use stage 0 or 1");
     if (rank == 0 && config.gradient_accumulation_steps < grid->pipeline_size())
       spdlog::warn(
           "[rank 0] pipeline: {} micro-batches (gradient_accumulation_steps) for {} stages: each "
@@ -320,10 +317,23 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
                " parameters");
   }
 
-  // Units: wrapped blocks are units 1..K, the rest of the model unit 0.
+  // Units: wrapped blocks are units 1..K, the rest of the model unit 0. A pipeline's layers are
+  // its units instead: the executor gathers them all for a batch (Stage::hold_gathered), so
+  // they need no forward hooks.
   impl->wrappers = find_wrappers(*model);
   std::unordered_map<const c10::TensorImpl*, int> unit_of;
   std::vector<UnitSpec> units{{"(rest of the model)"}};
+  if (impl->pipeline && stage == 3) {
+    ZERO_CHECK(impl->wrappers.empty(), UsageError,
+               "initialize: a PipelineModule's layers are ZeRO stage 3 units already; build them "
+               "without zero::Sharded (",
+               impl->wrappers.size(), " found)");
+    for (const auto& [index, layer] : impl->pipeline->owned_layers()) {
+      units.push_back({detail::str("layer ", index)});
+      for (const auto& p : layer.ptr()->parameters(/*recurse=*/true))
+        unit_of.emplace(p.unsafeGetTensorImpl(), static_cast<int>(units.size() - 1));
+    }
+  }
   for (size_t k = 0; k < impl->wrappers.size(); ++k) {
     units.push_back({detail::str("block ", k)});
     for (const auto& p : impl->wrappers[k]->parameters(/*recurse=*/true)) {
@@ -334,13 +344,39 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     }
   }
   if (stage == 3)
-    ZERO_CHECK(!impl->wrappers.empty(), UsageError,
+    ZERO_CHECK(!impl->wrappers.empty() || impl->pipeline, UsageError,
                "ZeRO stage 3 needs the model's blocks "
                "wrapped in zero::Sharded (LibTorch modules have no forward hooks); the model has "
                "none. Wrap each transformer block: blocks[i] = zero::Sharded(block)");
 
   // Layout order: reverse registration order, which is roughly gradient arrival order.
+  // Tied layers held by several pipeline stages: one group per tie key and (data, tensor) rank,
+  // made by every rank in the same order; copies on all but the tie's first stage are marked.
+  std::unordered_set<const c10::TensorImpl*> tied_copies;
+  std::vector<std::vector<const c10::TensorImpl*>> tied_params;  // per this rank's ties
+  if (impl->pipeline) {
+    const GridLayout& grid_layout = grid->layout();
+    for (const pipe::PipelineModuleImpl::Tie& tie : impl->pipeline->ties()) {
+      for (int d = 0; d < grid_layout.data_size(); ++d)
+        for (int t = 0; t < grid_layout.tensor_size(); ++t) {
+          std::vector<int> ranks;
+          for (int st : tie.stages) ranks.push_back(grid_layout.rank_of({t, d, st}));
+          std::shared_ptr<Communicator> group = comm->new_group(ranks);
+          if (group) impl->ties.push_back({group, {}});
+        }
+      if (tie.module.is_empty()) continue;
+      tied_params.emplace_back();
+      for (const auto& p : tie.module.ptr()->parameters(/*recurse=*/true)) {
+        tied_params.back().push_back(p.unsafeGetTensorImpl());
+        if (grid->pipeline_rank() != tie.stages[0]) tied_copies.insert(p.unsafeGetTensorImpl());
+      }
+    }
+    ZERO_ASSERT(impl->ties.size() == tied_params.size(), impl->ties.size(), " tie groups for ",
+                tied_params.size(), " tied modules");
+  }
+
   StageOptions sopts = stage_options(config);
+  sopts.defer_reduction = impl->pipeline != nullptr;
   std::vector<ParamSpec> specs;
   for (auto it = ordered.rbegin(); it != ordered.rend(); ++it) {
     ParamSpec spec;
@@ -348,6 +384,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     spec.numel = it->second.numel();
     spec.dtype = float_type_of(it->second.scalar_type(), spec.name);
     spec.tensor_split = split.count(it->second.unsafeGetTensorImpl()) > 0;
+    spec.tied_copy = tied_copies.count(it->second.unsafeGetTensorImpl()) > 0;
     if (stage == 3) {
       auto u = unit_of.find(it->second.unsafeGetTensorImpl());
       spec.unit = u == unit_of.end() ? 0 : u->second;
@@ -357,6 +394,11 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     impl->params.push_back(it->second);
     impl->names.push_back(it->first);
   }
+  for (size_t k = 0; k < impl->ties.size(); ++k)
+    for (const c10::TensorImpl* p : tied_params[k])
+      for (size_t i = 0; i < impl->params.size(); ++i)
+        if (impl->params[i].unsafeGetTensorImpl() == p)
+          impl->ties[k].params.push_back(static_cast<int>(i));
   LayoutOptions lopts;
   lopts.world_size = data_size;  // ZeRO shards over the data-parallel ranks only
   lopts.align_bytes = sopts.align_bytes;
@@ -497,6 +539,7 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
     if (g.numel() == 0) continue;
     if (tensor_size > 1 && !stage->layout().groups()[sh.group].tensor_split && tensor_rank != 0)
       continue;
+    if (stage->layout().groups()[sh.group].tied_copy) continue;  // its tie's first stage counts it
     if ((tensor_size > 1 || pipeline_size > 1) && replicated && data->rank() != 0) continue;
     const bool cpu = g.is_cpu() && g.is_contiguous();
     if (cpu && g.scalar_type() == at::kFloat) {
@@ -642,7 +685,6 @@ std::shared_ptr<ActivationCheckpointing> Engine::activation_checkpointing() cons
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
-  detail::refuse_pipeline(*impl_, "full_parameters");
   Impl& s = *impl_;
   s.stage->gather_all();
   std::vector<std::pair<std::string, at::Tensor>> out;
@@ -655,7 +697,7 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
                          : detail::whole_of_slices(*s.tensor, s.params[i], split->second));
   }
   s.stage->release_all();
-  return out;
+  return s.pipeline ? detail::pipeline_full_parameters(s, std::move(out)) : out;
 }
 
 }  // namespace zero

@@ -60,6 +60,10 @@ SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGr
 // pipe/executor.cpp: UsageError naming `what` when the engine trains a pipeline (not built for
 // it yet).
 void refuse_pipeline(const Engine::Impl& s, const std::string& what);
+// pipe/full_parameters.cpp: every stage's whole parameters (`own`: this stage's) on every rank,
+// in layer order. Collective over the pipeline group.
+std::vector<std::pair<std::string, at::Tensor>> pipeline_full_parameters(
+    const Engine::Impl& s, std::vector<std::pair<std::string, at::Tensor>> own);
 at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, SplitLayout layout);
 void unregister_engine_model(const Engine::Impl* impl);
 Engine::Impl* engine_of(const torch::nn::Module& model);
@@ -78,6 +82,13 @@ struct Engine::Impl {
   std::shared_ptr<Communicator> pipe_group;
   int pipeline_size = 1;
   std::vector<pipe::Instruction> pipe_program;  // this stage's schedule for one batch
+  // Tied layers this stage holds with other stages: the group of those stages' ranks (of this
+  // data and tensor rank) and the tied parameters (layout indices), in tie-key order.
+  struct Tie {
+    std::shared_ptr<Communicator> group;
+    std::vector<int> params;
+  };
+  std::vector<Tie> ties;
   detail::SplitDims split_dims;    // the parameters the tensor group splits, and along what
   std::vector<at::Tensor> params;  // layout order
   std::vector<std::string> names;  // layout order
@@ -122,6 +133,8 @@ struct Engine::Impl {
   // trainable parameter got no gradient on some rank since the last step. Collective.
   void check_unused_parameters() const;
   MemoryReport memory_report() const;
+  // The engine's communicators, each once: the world, the data, tensor and pipeline groups.
+  std::vector<Communicator*> groups() const;
   // observe.cpp: set up before the stage exists / after the engine is built; the calls around
   // backward() and step(); what happens after each optimizer step.
   void observe_before_stage();

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,8 @@ Engine::Impl::~Impl() {
   }
   if (comms_log) {
     if (comm->rank() == 0) std::cout << comms_log->summary() << std::flush;
-    if (comm->comms_log() == comms_log) comm->set_comms_log(nullptr);  // not a later engine's
+    for (Communicator* c : groups())
+      if (c->comms_log() == comms_log) c->set_comms_log(nullptr);  // not a later engine's
   }
 }
 
@@ -55,7 +57,14 @@ void Engine::Impl::observe_before_stage() {
   o.prof_ops = c.prof_ops;
   o.rank = comm->rank();
   comms_log = std::make_shared<CommsLog>(o);
-  comm->set_comms_log(comms_log);
+  for (Communicator* c : groups()) c->set_comms_log(comms_log);
+}
+
+std::vector<Communicator*> Engine::Impl::groups() const {
+  std::vector<Communicator*> out;
+  for (const auto* g : {&comm, &data, &tensor, &pipe_group})
+    if (*g && std::find(out.begin(), out.end(), g->get()) == out.end()) out.push_back(g->get());
+  return out;
 }
 
 void Engine::Impl::observe_after_init() {

@@ -51,6 +51,8 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
     s.pipe_group->broadcast(loss, s.pipeline_size - 1)->wait();
     return loss.item<double>();
   };
+  // Stage 3: this stage's layers gathered once for the batch, released before the step.
+  s.stage->hold_gathered(true);
   for (const pipe::Instruction& in : s.pipe_program) {
     const Slot slot{in.micro, in.chunk};
     switch (in.op) {
@@ -138,6 +140,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         break;
       }
       case pipe::Instruction::Op::kStep:
+        s.stage->hold_gathered(false);
         batch_loss = average_loss();
         if (s.comm->rank() == 0)  // the progress line's and monitors' loss
           s.window_loss = at::full({}, batch_loss, at::TensorOptions().dtype(at::kDouble));
@@ -145,7 +148,20 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         s.optimizer_step();
         s.after_optimizer_step();
         break;
-      default:  // kReduceTied (no tied layers yet), kReduce (at the boundary's finish_backward)
+      case pipe::Instruction::Op::kReduceTied:
+        // A tied module's copies sum their gradients over the stages that hold them, before the
+        // data-parallel reduction (a sum commutes with the data average).
+        for (const Impl::Tie& tie : s.ties)
+          for (int p : tie.params) {
+            at::Tensor grad = s.stage->accumulated_grad(p);
+            ZERO_ASSERT(grad.defined(), "no accumulated gradient of tied ", s.names[p]);
+            tie.group->all_reduce(grad, ReduceOp::kSum)->wait();
+          }
+        break;
+      case pipe::Instruction::Op::kReduce:
+        s.stage->reduce_deferred();
+        break;
+      default:
         break;
     }
   }

@@ -75,10 +75,18 @@ PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<Lay
   for (int c = 0; c < chunks; ++c) {
     const int part = c * stages_ + stage_;
     for (int i = parts_[part]; i < parts_[part + 1]; ++i) {
-      torch::manual_seed(static_cast<uint64_t>(options_.base_seed() + i));
-      torch::nn::AnyModule layer = specs_[i].build();
-      container->register_module(std::to_string(i), layer.ptr());
-      chunks_[c].emplace_back(i, std::move(layer));
+      const LayerSpec& spec = specs_[i];
+      if (!spec.tie_key.empty() && tied_.count(spec.tie_key)) {  // built for an earlier use
+        chunks_[c].push_back({i, tied_.at(spec.tie_key), spec.tied_forward, false});
+        continue;
+      }
+      // A tied module is built as its key's first layer, wherever that is, and named after it.
+      const int built_as = spec.tie_key.empty() ? i : first_of_key(spec.tie_key);
+      torch::manual_seed(static_cast<uint64_t>(options_.base_seed() + built_as));
+      torch::nn::AnyModule layer = specs_[built_as].build();
+      container->register_module(std::to_string(built_as), layer.ptr());
+      if (!spec.tie_key.empty()) tied_.emplace(spec.tie_key, layer);
+      chunks_[c].push_back({i, std::move(layer), spec.tied_forward, true});
     }
   }
   if (grid.world()->rank() == 0)
@@ -90,17 +98,51 @@ at::Tensor PipelineModuleImpl::forward(const at::Tensor& x, int chunk) {
   ZERO_CHECK(chunk >= 0 && chunk < virtual_stages(), UsageError, "PipelineModule: chunk ", chunk,
              " of a stage with ", virtual_stages(), " model chunks");
   at::Tensor h = x;
-  for (auto& [index, layer] : chunks_[chunk]) {
+  for (Owned& o : chunks_[chunk]) {
     try {
-      h = layer.forward<at::Tensor>(h);
+      h = o.forward ? o.forward(o.layer, h) : o.layer.forward<at::Tensor>(h);
     } catch (const c10::Error& e) {
       // AnyModule's "Attempted to cast ... to the requested type" means a non-tensor output.
-      throw UsageError("PipelineModule: layer " + std::to_string(index) + " (" +
-                       specs_[index].type_name + ") on pipeline stage " + std::to_string(stage_) +
+      throw UsageError("PipelineModule: layer " + std::to_string(o.index) + " (" +
+                       specs_[o.index].type_name + ") on pipeline stage " + std::to_string(stage_) +
                        " failed or did not return one tensor: " + e.what_without_backtrace());
     }
   }
   return h;
+}
+
+std::vector<std::pair<int, torch::nn::AnyModule>> PipelineModuleImpl::owned_layers() const {
+  std::vector<std::pair<int, torch::nn::AnyModule>> out;
+  for (const auto& chunk : chunks_)
+    for (const Owned& o : chunk)
+      if (o.first_use) out.emplace_back(o.index, o.layer);
+  return out;
+}
+
+int PipelineModuleImpl::first_of_key(const std::string& key) const {
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].tie_key == key) return static_cast<int>(i);
+  throw InternalError("no layer of tie key " + key);
+}
+
+std::vector<PipelineModuleImpl::Tie> PipelineModuleImpl::ties() const {
+  std::map<std::string, std::vector<int>> stages;  // by key: the stages holding it, in order
+  for (size_t k = 0; k + 1 < parts_.size(); ++k)
+    for (int i = parts_[k]; i < parts_[k + 1]; ++i) {
+      const std::string& key = specs_[i].tie_key;
+      const int s = static_cast<int>(k) % stages_;
+      if (key.empty()) continue;
+      std::vector<int>& list = stages[key];
+      if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
+    }
+  std::vector<Tie> out;
+  for (auto& [key, list] : stages) {
+    if (list.size() < 2) continue;
+    std::sort(list.begin(), list.end());
+    auto it = tied_.find(key);
+    out.push_back({key, list, it == tied_.end() ? torch::nn::AnyModule() : it->second});
+  }
+  return out;
 }
 
 std::string PipelineModuleImpl::partition_text() const {

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace zero::detail {
@@ -26,9 +27,25 @@ int64_t broadcast_value(Communicator& comm, int64_t value, at::Device device, in
   return t.cpu().item<int64_t>();
 }
 
-namespace {
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text,
+                                         at::Device device) {
+  if (comm.world_size() == 1) return {text};
+  const std::vector<int64_t> sizes =
+      all_gather_values(comm, {static_cast<int64_t>(text.size())}, device);
+  const int64_t slots = (*std::max_element(sizes.begin(), sizes.end()) + 7) / 8;
+  at::Tensor mine = at::zeros({std::max<int64_t>(slots, 1)}, at::TensorOptions().dtype(at::kLong));
+  std::memcpy(mine.data_ptr(), text.data(), text.size());
+  mine = mine.to(device);
+  at::Tensor all = at::empty({mine.numel() * comm.world_size()}, mine.options());
+  comm.all_gather(mine, all)->wait();
+  all = all.cpu();
+  std::vector<std::string> out;
+  for (int r = 0; r < comm.world_size(); ++r)
+    out.emplace_back(static_cast<const char*>(all.data_ptr()) + r * mine.numel() * 8,
+                     static_cast<size_t>(sizes[r]));
+  return out;
+}
 
-// `text` of rank `root` on every rank (packed 8 bytes to an int64: collectives take no bytes).
 std::string broadcast_text(Communicator& comm, const std::string& text, int root,
                            at::Device device) {
   const int64_t n = broadcast_value(comm, static_cast<int64_t>(text.size()), device, root);
@@ -39,8 +56,6 @@ std::string broadcast_text(Communicator& comm, const std::string& text, int root
   packed = packed.cpu();
   return std::string(static_cast<const char*>(packed.data_ptr()), static_cast<size_t>(n));
 }
-
-}  // namespace
 
 void agree(const Engine::Impl& s, const std::string& what, at::Device device,
            const std::function<void()>& step) {

@@ -15,6 +15,12 @@ namespace zero::detail {
 std::vector<int64_t> all_gather_values(Communicator& comm, const std::vector<int64_t>& values,
                                        at::Device device);
 int64_t broadcast_value(Communicator& comm, int64_t value, at::Device device, int root = 0);
+// Every rank's `text`, in rank order, on every rank.
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text,
+                                         at::Device device);
+// `text` of rank `root` on every rank (packed 8 bytes to an int64: collectives take no bytes).
+std::string broadcast_text(Communicator& comm, const std::string& text, int root,
+                           at::Device device);
 // Runs `step`; when it throws zero::Error on any rank, every rank throws CheckpointError naming
 // `what`, the first failing rank and (on that rank) the error.
 void agree(const Engine::Impl& s, const std::string& what, at::Device device,

@@ -72,13 +72,28 @@ void adam_range(const AdamScalars& s, const AdamArgs& a, int64_t begin, int64_t 
   float* const v = a.exp_avg_sq;
   void* const out = a.out16;
   int64_t i = begin;
-  {
-    const AdamConsts<Vec> c(s);
-    for (; i + Vec::kWidth <= end; i += Vec::kWidth)
-      adam_elems<Vec, kGrad, kOut>(c, p, g, m, v, out, i);
-  }
-  const AdamConsts<ScalarVec> c(s);
-  for (; i < end; ++i) adam_elems<ScalarVec, kGrad, kOut>(c, p, g, m, v, out, i);
+  const AdamConsts<Vec> c(s);
+  for (; i + Vec::kWidth <= end; i += Vec::kWidth)
+    adam_elems<Vec, kGrad, kOut>(c, p, g, m, v, out, i);
+  if (i == end) return;
+  // The tail runs through the same vector code on a zero-padded copy: an element's update then
+  // does not depend on where it sits (a vector lane fuses multiply-adds, a scalar would not), so
+  // a parameter's copies on two pipeline stages, or one model at two shard layouts, stay equal.
+  constexpr int64_t kW = Vec::kWidth;
+  const int64_t n = end - i;
+  constexpr size_t kGradBytes = kGrad == kElemF32 ? 4 : 2, kOutBytes = kOut == kElemF32 ? 4 : 2;
+  alignas(64) float pb[kW] = {}, mb[kW] = {}, vb[kW] = {};
+  alignas(64) unsigned char gb[kW * 4] = {}, ob[kW * 4] = {};
+  std::memcpy(pb, p + i, n * sizeof(float));
+  std::memcpy(mb, m + i, n * sizeof(float));
+  std::memcpy(vb, v + i, n * sizeof(float));
+  std::memcpy(gb, static_cast<const unsigned char*>(g) + i * kGradBytes, n * kGradBytes);
+  adam_elems<Vec, kGrad, kOut>(c, pb, gb, mb, vb, ob, 0);
+  std::memcpy(p + i, pb, n * sizeof(float));
+  std::memcpy(m + i, mb, n * sizeof(float));
+  std::memcpy(v + i, vb, n * sizeof(float));
+  if constexpr (kOut != kElemNone)
+    std::memcpy(static_cast<unsigned char*>(out) + i * kOutBytes, ob, n * kOutBytes);
 }
 
 // Adam's access pattern (load g, p, m, v; store p, m, v) with one add per output.

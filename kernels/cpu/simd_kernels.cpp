@@ -1,6 +1,7 @@
 // Instantiates kernels_body.inl once per SIMD level (scalar, AVX2, AVX-512), each inside its
 // target region and namespace, and exposes one KernelTable per level to the dispatcher.
 #include <cstdint>
+#include <cstring>
 
 #include "kernel_table.h"
 #include "simd.h"

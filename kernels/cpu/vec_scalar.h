@@ -1,5 +1,6 @@
-// ScalarVec: the one-lane "vector" of the SIMD abstraction. It runs the scalar tails of every
-// vectorized kernel and is the whole kernel on CPUs without AVX2.
+// ScalarVec: the one-lane "vector" of the SIMD abstraction. It runs the scalar tails of the
+// vectorized kernels (Adam's tail runs the vector code on a padded copy instead) and is the
+// whole kernel on CPUs without AVX2.
 #pragma once
 
 #include <cmath>

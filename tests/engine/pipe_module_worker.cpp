@@ -9,10 +9,10 @@
 #include <zero/engine/pipe/module.h>
 #include <zero/engine/pipe/p2p.h>
 #include <zero/engine/pipe/partition.h>
+#include <zero/engine/engine.h>
 
 #include <torch/torch.h>
 
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
@@ -30,26 +30,48 @@ struct BlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-// Input Linear(8, 16), `blocks` residual tanh blocks, head Linear(16, 1).
-std::vector<pipe::LayerSpec> specs(int blocks = 4) {
+// Input Linear(8, 16), `blocks` residual tanh blocks, head Linear(16, 1). `tied`: the input
+// layer is tied (key "proj") to a layer after the blocks that multiplies by its weight (16 -> 8,
+// an LM head reading the embedding), and the head is Linear(8, 1).
+std::vector<pipe::LayerSpec> specs(int blocks = 4, bool tied = false) {
+  auto input = [] { return torch::nn::AnyModule(torch::nn::Linear(8, 16)); };
   std::vector<pipe::LayerSpec> out;
-  out.emplace_back("Input", [] { return torch::nn::AnyModule(torch::nn::Linear(8, 16)); });
+  if (tied)
+    out.push_back(pipe::TiedLayerSpec("proj", "Input", input));
+  else
+    out.emplace_back("Input", input);
   for (int i = 0; i < blocks; ++i)
     out.emplace_back("Block", [] { return torch::nn::AnyModule(Block()); });
-  out.emplace_back("Head", [] { return torch::nn::AnyModule(torch::nn::Linear(16, 1)); });
+  if (tied)
+    out.push_back(pipe::TiedLayerSpec("proj", "InputT", input,
+                                      [](torch::nn::AnyModule& m, const torch::Tensor& x) {
+                                        return torch::matmul(x, m.get<torch::nn::Linear>()->weight);
+                                      }));
+  const int64_t width = tied ? 8 : 16;
+  out.emplace_back("Head", [width] { return torch::nn::AnyModule(torch::nn::Linear(width, 1)); });
   return out;
 }
 
-// What one process builds: layer i after manual_seed(1234 + i); its parameters and forward.
+// What one process builds: layer i after manual_seed(1234 + i) (a tied layer: its key's first
+// module again); its parameters and forward.
 struct Whole {
   std::map<std::string, torch::Tensor> params;
   std::vector<int64_t> counts;
   std::vector<torch::nn::AnyModule> layers;
-  explicit Whole(int blocks = 4) {
-    const std::vector<pipe::LayerSpec> all = specs(blocks);
+  std::vector<pipe::TiedForward> forwards;
+  explicit Whole(int blocks = 4, bool tied = false) {
+    const std::vector<pipe::LayerSpec> all = specs(blocks, tied);
+    std::map<std::string, torch::nn::AnyModule> by_key;
     for (size_t i = 0; i < all.size(); ++i) {
+      forwards.push_back(all[i].tied_forward);
+      if (by_key.count(all[i].tie_key)) {
+        layers.push_back(by_key.at(all[i].tie_key));
+        counts.push_back(0);
+        continue;
+      }
       torch::manual_seed(1234 + static_cast<int64_t>(i));
       layers.push_back(all[i].build());
+      if (!all[i].tie_key.empty()) by_key.emplace(all[i].tie_key, layers.back());
       int64_t n = 0;
       for (const auto& item : layers.back().ptr()->named_parameters()) {
         params["layers." + std::to_string(i) + "." + item.key()] = item.value();
@@ -59,7 +81,8 @@ struct Whole {
     }
   }
   torch::Tensor forward(torch::Tensor x) {
-    for (auto& l : layers) x = l.forward(x);
+    for (size_t i = 0; i < layers.size(); ++i)
+      x = forwards[i] ? forwards[i](layers[i], x) : layers[i].forward(x);
     return x;
   }
 };
@@ -128,17 +151,16 @@ void module_suite(const std::shared_ptr<Communicator>& world) {
 
 // train: the model trained by Engine::train_batch over pp stages (x dp data ranks) with each
 // schedule the executor runs (1f1b; interleaved with 2 and 3 model chunks per stage), at ZeRO
-// stages 0 and 1, with 1 to 8 micro-batches and gradient clipping, equals one process
+// stages 0 to 3, with 1 to 8 micro-batches and gradient clipping, equals one process
 // accumulating the same micro-batches' gradients (golden tolerance): every stage's parameters
-// and every step's loss. Without clipping the schedules give the same gradients' bits (each
-// parameter accumulates its micro-batches in order under every schedule), and so the same
-// parameters when the optimizer's kernel is the scalar one (ZERO_CPU_SIMD=scalar, as
-// pipe_train_w4 runs): the SIMD kernels fuse a multiply-add in vector lanes but not in their
-// scalar tails, and a schedule's partition moves a parameter's elements between the two.
+// and every step's loss. Without clipping the schedules and ZeRO stages give the same bits:
+// each parameter accumulates its micro-batches in order under every schedule, and the
+// optimizer's update of an element does not depend on where it sits in a shard.
 struct TrainCase {
   std::string schedule = "1f1b";
   int chunks = 1, stage = 0, m = 1;
   double clip = 0.05;  // the norm counts every stage's gradients once
+  bool tied = false;   // the input layer tied to a layer on the last stage (specs())
 };
 
 void train_suite(const std::shared_ptr<Communicator>& world) {
@@ -148,10 +170,23 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
   for (int pp : {2, 4}) {
     if (w % pp) continue;
     const int dp = w / pp;
-    std::vector<TrainCase> cases = {{"1f1b", 1, 0, 1},         {"1f1b", 1, 0, 4},
-                                    {"1f1b", 1, 1, 1},         {"1f1b", 1, 1, 8},
-                                    {"interleaved", 2, 0, pp}, {"interleaved", 2, 1, 8},
-                                    {"1f1b", 1, 1, 4, 0},      {"interleaved", 2, 1, 4, 0}};
+    std::vector<TrainCase> cases = {{"1f1b", 1, 0, 1},
+                                    {"1f1b", 1, 0, 4},
+                                    {"1f1b", 1, 1, 1},
+                                    {"1f1b", 1, 1, 8},
+                                    {"interleaved", 2, 0, pp},
+                                    {"interleaved", 2, 1, 8},
+                                    {"1f1b", 1, 2, 4},
+                                    {"1f1b", 1, 3, 4},
+                                    {"interleaved", 2, 2, 8},
+                                    {"interleaved", 2, 3, pp},
+                                    {"1f1b", 1, 1, 4, 0},
+                                    {"interleaved", 2, 1, 4, 0},
+                                    {"1f1b", 1, 3, 4, 0},
+                                    {"1f1b", 1, 0, 4, 0.05, true},
+                                    {"1f1b", 1, 1, 4, 0.05, true},
+                                    {"interleaved", 2, 2, pp, 0.05, true},
+                                    {"1f1b", 1, 3, 4, 0.05, true}};
     if (pp == 2) cases.push_back({"interleaved", 3, 1, 4});
     // Refused alike on every rank, before any collective: chunks the module and the config
     // disagree on, a schedule that does not run yet, micro-batches interleaving cannot split.
@@ -179,8 +214,10 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
       Case c;
       c.stage = tc.stage, c.gas = m, c.micro = micro_rows, c.steps = steps;
       c.clip = tc.clip;
-      c.extra_top = zero::detail::str(R"(, "pipeline": {"stages": )", pp, R"(, "schedule": ")",
-                                      tc.schedule, R"(", "virtual_stages": )", tc.chunks, "}");
+      c.extra_top =
+          zero::detail::str(R"(, "pipeline": {"stages": )", pp, R"(, "schedule": ")", tc.schedule,
+                            R"(", "virtual_stages": )", tc.chunks, "}",
+                            tc.stage == 2 ? R"(, "comms_logger": {"enabled": true})" : "");
       const ParsedConfig parsed = parse(config_json(c, w), w);
       const ParallelGrid grid = parallel_grid(parsed.config, world);
       const int d = grid.data_rank();
@@ -193,7 +230,7 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
         return (t * m + j) * dp * micro_rows + e * micro_rows;
       };
       // One process: the whole model, the same optimizer and schedule, gradients accumulated.
-      Whole whole(blocks);
+      Whole whole(blocks, tc.tied);
       std::vector<torch::Tensor> params;  // the whole model's own parameters
       for (auto& [name, p] : whole.params) params.push_back(p);
       torch::optim::AdamW opt(
@@ -219,14 +256,16 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
       }
       // The pipeline.
       pipe::PipelineModule module(
-          grid, specs(blocks),
+          grid, specs(blocks, tc.tied),
           pipe::PipelineOptions().partition_method("uniform").virtual_stages(tc.chunks).loss_fn(
               [](const torch::Tensor& out, const torch::Tensor& labels) {
                 return torch::mse_loss(out, labels);
               }));
       Engine engine = initialize(module.ptr(), parsed, grid);
+      const MemoryReport before = engine.memory_report();
       double worst_loss = 0;
       for (int64_t t = 0; t < steps; ++t) {
+        const MemoryReport start = engine.memory_report();
         int j = 0;
         const double loss = engine.train_batch([&] {
           const int64_t r = rows(t, j++, d);
@@ -235,36 +274,90 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
         EXPECT(j == ((module->is_first_stage() || module->is_last_stage()) ? m : 0),
                "next_micro_batch called ", j, " times on stage ", module->stage());
         worst_loss = std::max(worst_loss, std::abs(loss - want_losses[t]) / want_losses[t]);
+        // Stage 3 gathers each of the stage's layers once per batch (they hold a weight above
+        // the persistence threshold), whatever the micro-batches and chunks.
+        const MemoryReport end = engine.memory_report();
+        int64_t layers = 0;  // those with a weight above stage3_param_persistence_threshold (30)
+        for (const auto& [index, layer] : module->owned_layers())
+          for (const auto& p : layer.ptr()->parameters())
+            if (p.numel() > 30) {
+              ++layers;
+              break;
+            }
+        if (tc.stage == 3)
+          EXPECT(end.unit_gathers - start.unit_gathers == layers, "stage 3 gathered ",
+                 end.unit_gathers - start.unit_gathers, " units in a batch, not ", layers);
+        // Between batches stage 3 holds its shard of the layers, not the layers.
+        if (tc.stage == 3 && dp > 1)
+          EXPECT(end.gathered_params_bytes == 0, "stage 3 keeps ", end.gathered_params_bytes,
+                 " gathered bytes after a batch");
       }
+      // Stages 2 and 3 accumulate a pipeline stage's gradients whole over the batch: the full
+      // buffer (stage 1's) and the shard.
+      if (tc.stage >= 2)
+        EXPECT(before.gradients_bytes > 0, "no gradient buffers at stage ", tc.stage);
+      // Every stage's parameters whole on every rank, in layer order, named as one process
+      // names them (gathered at stage 3).
+      const auto full = engine.full_parameters();
+      EXPECT(full.size() == whole.params.size(), "full_parameters: ", full.size(),
+             " parameters, not ", whole.params.size());
       double worst = 0;
-      for (const auto& item : module->named_parameters())
-        worst = std::max(worst, rel_diff(item.value(), whole.params.at(item.key())));
+      int last_layer = -1;
+      for (const auto& [name, value] : full) {
+        EXPECT(whole.params.count(name), "full_parameters names ", name);
+        worst = std::max(worst, rel_diff(value, whole.params.at(name)));
+        const int layer = std::stoi(name.substr(7, name.find('.', 7) - 7));
+        EXPECT(layer >= last_layer, "full_parameters: ", name, " after layer ", last_layer);
+        last_layer = layer;
+      }
       bool same_bits = true;
       if (c.clip == 0) {
-        // Every stage's parameters on every rank: each from its stage's data rank 0, the others
-        // adding zeros (exact), in the whole model's order.
-        std::vector<torch::Tensor> pieces;
-        std::map<std::string, torch::Tensor> mine;
-        for (const auto& item : module->named_parameters()) mine[item.key()] = item.value();
-        for (const auto& [name, value] : whole.params)
-          pieces.push_back(mine.count(name) && d == 0 ? mine.at(name).detach().flatten()
-                                                      : torch::zeros({value.numel()}));
-        torch::Tensor all = torch::cat(pieces);
-        world->all_reduce(all, ReduceOp::kSum)->wait();
+        std::vector<torch::Tensor> values;
+        for (const auto& item : full) values.push_back(item.second.flatten());
+        const torch::Tensor all = torch::cat(values);
         if (!unclipped_bits.defined())
           unclipped_bits = all;
         else
           same_bits = torch::equal(all, unclipped_bits);
       }
-      const std::string label =
-          zero::detail::str("pp ", pp, " x dp ", dp, " ", tc.schedule, " (", tc.chunks,
-                            " chunks) stage ", tc.stage, " m ", m, tc.clip > 0 ? " clipped" : "");
+      // Stage 2 reduce-scatters a pipeline stage's gradients once per batch (not per
+      // micro-batch): fewer in a batch than its 4 or 8 micro-batches (one per bucket, 3 at most
+      // here).
+      if (tc.stage == 2 && dp > 1 && !tc.tied) {
+        int64_t scatters = 0;
+        for (const CommsLog::Entry& e : engine.comms_log()->entries())
+          if (e.name.rfind("reduce_scatter", 0) == 0) scatters += e.count;
+        EXPECT(scatters > 0 && scatters < steps * m, "stage 2: ", scatters, " reduce-scatters in ",
+               steps, " batches of ", m, " micro-batches");
+      }
+      const std::string label = zero::detail::str(
+          "pp ", pp, " x dp ", dp, " ", tc.schedule, " (", tc.chunks, " chunks) stage ", tc.stage,
+          " m ", m, tc.clip > 0 ? " clipped" : "", tc.tied ? " tied" : "");
+      // The tied module's copies on the stages that hold it have the same bits (stages 0-2:
+      // whole between batches).
+      if (tc.tied && tc.stage <= 2) {
+        const int64_t n = whole.params.at("layers.0.weight").numel();
+        torch::Tensor copies = torch::zeros({pp, n});
+        torch::Tensor holds = torch::zeros({pp});
+        for (const auto& item : module->named_parameters())
+          if (item.key() == "layers.0.weight" && d == 0) {
+            copies[module->stage()].copy_(item.value().detach().flatten());
+            holds[module->stage()] = 1;
+          }
+        world->all_reduce(copies, ReduceOp::kSum)->wait();
+        world->all_reduce(holds, ReduceOp::kSum)->wait();
+        int holders = 0;
+        for (int st = 0; st < pp; ++st) {
+          if (holds[st].item<double>() == 0) continue;
+          ++holders;
+          EXPECT(torch::equal(copies[st], copies[0]), label, ": the tied copy on stage ", st,
+                 " differs from stage 0's");
+        }
+        EXPECT(holders >= 2, label, ": the tied module is on ", holders, " stages");
+      }
       EXPECT(worst <= 1e-5 && worst_loss <= 1e-5, label, ": parameters differ by ", worst,
              ", losses by ", worst_loss);
-      const char* simd = std::getenv("ZERO_CPU_SIMD");
-      if (simd && std::string(simd) == "scalar")
-        EXPECT(same_bits, label,
-               ": the parameters are not the bits of the other unclipped schedule");
+      EXPECT(same_bits, label, ": the parameters are not the bits of the other unclipped schedule");
       if (world->rank() == 0)
         std::printf("%s: max rel diff %.3g, losses %.3g\n", label.c_str(), worst, worst_loss);
       if (tc.stage == 0 && m == 1) {

@@ -127,6 +127,41 @@ TEST_CASE("mixed-precision Adam variants match the reference", "[kernels][adam]"
         }
 }
 
+TEST_CASE("an element's Adam update does not depend on where it sits", "[kernels][adam]") {
+  // The same 37 elements alone and at offset 5 of a longer array: in a vector body, a tail, or
+  // across a thread's range boundary, every level gives the same bits (ZeRO shards, pipeline
+  // stages and tied copies place one parameter at different offsets).
+  const int64_t n = 37, offset = 5, total = 203;
+  for (SimdLevel level : simd_levels())
+    for (int threads : {1, 2})
+      for (int out_kind : {-1, 1}) {
+        INFO(simd_level_name(level) << " threads=" << threads << " out_kind=" << out_kind);
+        ScopedCpuSettings settings(level, threads);
+        const AdamParams prm = params_for({true, true, 1.0f, 0.01f}, 3);
+        std::vector<float> p = cached_floats(total, 1), m = cached_floats(total, 2, 0.001f, 0.1f);
+        std::vector<float> v = random_positive(total, 3, 1e-6f, 1e-2f);
+        const std::vector<float> g = cached_floats(total, 4, 0.001f, 1.0f);
+        std::vector<float> p1(p.begin() + offset, p.begin() + offset + n),
+            m1(m.begin() + offset, m.begin() + offset + n),
+            v1(v.begin() + offset, v.begin() + offset + n);
+        const std::vector<float> g1(g.begin() + offset, g.begin() + offset + n);
+        std::vector<uint16_t> out = nan_half16(total), out1 = nan_half16(n);
+        adam_step_cpu_fp32_grad(prm, p.data(), g.data(), m.data(), v.data(),
+                                out_kind >= 0 ? out.data() : nullptr, Half16::kBf16, total);
+        adam_step_cpu_fp32_grad(prm, p1.data(), g1.data(), m1.data(), v1.data(),
+                                out_kind >= 0 ? out1.data() : nullptr, Half16::kBf16, n);
+        CHECK(compare_bits(std::vector<float>(p.begin() + offset, p.begin() + offset + n), p1) ==
+              "");
+        CHECK(compare_bits(std::vector<float>(m.begin() + offset, m.begin() + offset + n), m1) ==
+              "");
+        CHECK(compare_bits(std::vector<float>(v.begin() + offset, v.begin() + offset + n), v1) ==
+              "");
+        if (out_kind >= 0)
+          CHECK(compare_bits(std::vector<uint16_t>(out.begin() + offset, out.begin() + offset + n),
+                             out1) == "");
+      }
+}
+
 TEST_CASE("Adam rejects bad hyper-parameters", "[kernels][adam]") {
   std::vector<float> p(4, 1.0f), g(4, 1.0f), m(4, 0.5f), v(4, 0.5f);
   AdamParams prm = params_for({true, true, 1.0f, 0.0f}, 0);  // step 0 with bias correction

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <zero/kernels/cpu.h>
@@ -89,13 +90,19 @@ inline std::string compare(const std::vector<float>& a, const std::vector<float>
   return compare(a.data(), b.data(), static_cast<int64_t>(a.size()), rtol, atol);
 }
 
-// Bitwise equality of 16-bit buffers (NaN payloads must match too).
-inline std::string compare_bits(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+// Bitwise equality of 16-bit or 32-bit buffers (NaN payloads must match too).
+template <class T>
+inline std::string compare_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16- or 32-bit elements");
+  using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, uint32_t>;
   if (a.size() != b.size()) return "size mismatch";
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) {
+    Bits x, y;
+    std::memcpy(&x, &a[i], sizeof x);
+    std::memcpy(&y, &b[i], sizeof y);
+    if (x != y) {
       std::ostringstream out;
-      out << "index " << i << " of " << a.size() << ": 0x" << std::hex << a[i] << " vs 0x" << b[i];
+      out << "index " << i << " of " << a.size() << ": 0x" << std::hex << x << " vs 0x" << y;
       return out.str();
     }
   }

@@ -23,6 +23,9 @@ struct ParamSpec {
   // values on every tensor rank. The gradient norm counts a split group on every tensor rank, a
   // replicated one once.
   bool tensor_split = false;
+  // A pipeline stage's copy of a parameter another stage also holds (a tied layer's), whose
+  // gradient norm that other stage counts.
+  bool tied_copy = false;
 };
 
 struct LayoutOptions {
@@ -51,11 +54,12 @@ struct Group {
   int unit = 0;
   bool persistent = false;
   bool tensor_split = false;  // its parameters are tensor-parallel slices (ParamSpec)
+  bool tied_copy = false;     // its parameters are tied copies (ParamSpec)
   std::vector<int> params;    // indices into FlatLayout::params(), in buffer order
-  std::vector<int> buckets;  // indices into FlatLayout::buckets(), in buffer order
-  int64_t used_numel = 0;    // end of the last parameter (alignment gaps included)
-  int64_t padded_numel = 0;  // multiple of world_size * alignment
-  int64_t shard_numel = 0;   // padded_numel / world_size
+  std::vector<int> buckets;   // indices into FlatLayout::buckets(), in buffer order
+  int64_t used_numel = 0;     // end of the last parameter (alignment gaps included)
+  int64_t padded_numel = 0;   // multiple of world_size * alignment
+  int64_t shard_numel = 0;    // padded_numel / world_size
 
   BufferRange shard(int rank) const { return {rank * shard_numel, (rank + 1) * shard_numel}; }
 };

@@ -23,8 +23,13 @@ struct StageOptions {
   int stage = 0;
   int64_t reduce_bucket_numel = 500000000;
   int64_t allgather_bucket_numel = 500000000;
-  bool overlap_comm = true;           // false: buckets are reduced after backward, not during it
-  int64_t prefetch_numel = 50000000;  // stage3_prefetch_bucket_size
+  bool overlap_comm = true;  // false: buckets are reduced after backward, not during it
+  // Pipelines: each micro-batch's gradients accumulate in a full gradient buffer of the stage's
+  // parameters (stages 2-3 too) and nothing is reduced during backward; reduce_deferred() reduces
+  // them once per batch, after tied layers' gradients were summed across pipeline stages (and
+  // without a reduce-scatter per micro-batch holding the data group in step mid-schedule).
+  bool defer_reduction = false;
+  int64_t prefetch_numel = 50000000;              // stage3_prefetch_bucket_size
   int64_t persistence_threshold_numel = 100000;   // stage3_param_persistence_threshold
   int64_t max_live_numel = 1000000000;            // stage3_max_live_parameters
   int64_t max_reuse_distance_numel = 1000000000;  // stage3_max_reuse_distance
@@ -114,6 +119,13 @@ class Stage {
   virtual void publish_parameters() = 0;
   // Zeroes the accumulated gradients.
   virtual void zero_grad() = 0;
+  // defer_reduction: after the batch's last finish_backward, reduces what it accumulated (an
+  // all-reduce at stages 0-1, a reduce-scatter into the shards at 2-3). Collective.
+  virtual void reduce_deferred() {}
+  // Parameter `param`'s (layout index) gradient accumulated on this rank and not reduced yet, a
+  // view into the full gradient buffer (defer_reduction, before reduce_deferred; stages 0-1
+  // also after it); undefined where there is none.
+  virtual at::Tensor accumulated_grad(int param) { return {}; }
   // The parameters (indices into layout().params()) whose gradient hook has not fired on this
   // rank since the last zero_grad(): parameters the loss did not use.
   virtual std::vector<int> params_without_grad() const = 0;
@@ -137,6 +149,10 @@ class Stage {
   // Stage 3: gathers every unit (to read full parameters) / releases them again. Collective.
   virtual void gather_all() {}
   virtual void release_all() {}
+  // Stage 3 in a pipeline: true gathers every unit and keeps them through the batch's forwards
+  // and backwards (no trace, prefetch or release); false releases the blocks again (unit 0 comes
+  // back with publish_parameters). Collective.
+  virtual void hold_gathered(bool hold) {}
 };
 
 }  // namespace zero

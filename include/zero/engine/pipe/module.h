@@ -13,10 +13,14 @@
 #include <torch/nn/pimpl.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace zero::pipe {
+
+// How a tied layer's use runs the shared module (e.g. an LM head as the embedding's transpose).
+using TiedForward = std::function<at::Tensor(torch::nn::AnyModule& module, const at::Tensor& x)>;
 
 // One layer, built only where it is owned. `type_name` is what partition_method "type:REGEX"
 // matches and what the printed partition shows (e.g. "TransformerLayer").
@@ -25,6 +29,22 @@ struct LayerSpec {
       : type_name(std::move(type_name)), build(std::move(build)) {}
   std::string type_name;
   std::function<torch::nn::AnyModule()> build;
+  std::string tie_key;       // TiedLayerSpec: the layers of one key share one module
+  TiedForward tied_forward;  // TiedLayerSpec: empty runs the module's forward
+};
+
+// DeepSpeed's TiedLayerSpec: every layer of `key` uses one module (an embedding and the LM head
+// that reads its weight). Each stage holding one of them builds the module once, after
+// manual_seed(base_seed + the key's first layer index), and registers it as layers.<that index>,
+// so the copies start equal and carry one name; the engine sums their gradients over the stages
+// that hold them before the data-parallel reduction, and counts them once in the gradient norm.
+struct TiedLayerSpec : LayerSpec {
+  TiedLayerSpec(std::string key, std::string type_name, std::function<torch::nn::AnyModule()> build,
+                TiedForward forward = {})
+      : LayerSpec(std::move(type_name), std::move(build)) {
+    tie_key = std::move(key);
+    tied_forward = std::move(forward);
+  }
 };
 
 struct PipelineOptions {
@@ -69,14 +89,33 @@ class PipelineModuleImpl : public torch::nn::Module {
   // With virtual stages: "part 0 (stage 0, chunk 0): layers 0-1 (...); ...".
   std::string partition_text() const;
   const PipelineOptions& options() const { return options_; }
+  // This stage's layers, chunk by chunk: (global index, layer); a tied module once, under the
+  // first index of its key on this stage.
+  std::vector<std::pair<int, torch::nn::AnyModule>> owned_layers() const;
+  // A tie key held by more than one stage: the stages in order (the first counts the gradient
+  // norm) and, on a stage that holds it, the shared module (else empty).
+  struct Tie {
+    std::string key;
+    std::vector<int> stages;
+    torch::nn::AnyModule module;
+  };
+  std::vector<Tie> ties() const;
 
  private:
+  int first_of_key(const std::string& key) const;
+
   std::vector<LayerSpec> specs_;
   PipelineOptions options_;
   std::vector<int> parts_;
   int stage_ = 0, stages_ = 1;
-  // Per model chunk: (global index, layer).
-  std::vector<std::vector<std::pair<int, torch::nn::AnyModule>>> chunks_;
+  struct Owned {
+    int index;  // the layer's global index
+    torch::nn::AnyModule layer;
+    TiedForward forward;  // a tied use's forward; empty: the layer's own
+    bool first_use;       // the first use of the module on this stage (owned_layers lists it)
+  };
+  std::vector<std::vector<Owned>> chunks_;
+  std::map<std::string, torch::nn::AnyModule> tied_;  // this stage's tied modules by key
 };
 TORCH_MODULE(PipelineModule);
 
