@@ -58,6 +58,7 @@ json manifest_to_json(const Manifest& m) {
   j["tag"] = m.tag;
   j["world_size"] = m.world_size;
   if (m.tensor_parallel_size > 1) j["tensor_parallel"] = {{"size", m.tensor_parallel_size}};
+  if (m.pipeline_parallel_size > 1) j["pipeline"] = {{"stages", m.pipeline_parallel_size}};
   j["stage"] = m.stage;
   j["precision"] = m.precision;
   j["optimizer"] = m.optimizer;
@@ -197,6 +198,13 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
                                    "tensor_parallel.size", 1, m.world_size));
     if (m.world_size % m.tensor_parallel_size != 0)
       f.fail("tensor_parallel.size", "does not divide world_size");
+  }
+  if (j.contains("pipeline")) {
+    if (m.format_version < 2) f.fail("pipeline", "needs format version 2");
+    m.pipeline_parallel_size = static_cast<int>(
+        f.integer(f.at(j["pipeline"], "stages", "pipeline"), "pipeline.stages", 1, m.world_size));
+    if (m.world_size % (m.tensor_parallel_size * m.pipeline_parallel_size) != 0)
+      f.fail("pipeline.stages", "times tensor_parallel.size does not divide world_size");
   }
   m.stage = static_cast<int>(f.integer(f.at(j, "stage", ""), "stage", 0, 3));
   m.precision = f.string(f.at(j, "precision", ""), "precision");

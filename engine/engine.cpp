@@ -697,7 +697,7 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
                          : detail::whole_of_slices(*s.tensor, s.params[i], split->second));
   }
   s.stage->release_all();
-  return s.pipeline ? detail::pipeline_full_parameters(s, std::move(out)) : out;
+  return s.pipeline ? detail::pipeline_gather_stages(s, std::move(out)) : out;
 }
 
 }  // namespace zero

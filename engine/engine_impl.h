@@ -57,14 +57,12 @@ using SplitDims = std::unordered_map<const c10::TensorImpl*, SplitLayout>;
 SplitDims check_tensor_parallel(const torch::nn::Module& model, const ParallelGrid* grid);
 // `slice` of a parameter split as `layout` says over `tensor_group`: the whole tensor, assembled
 // from every tensor rank's slice. Collective over the group.
-// pipe/executor.cpp: UsageError naming `what` when the engine trains a pipeline (not built for
-// it yet).
-void refuse_pipeline(const Engine::Impl& s, const std::string& what);
-// pipe/full_parameters.cpp: every stage's whole parameters (`own`: this stage's) on every rank,
-// in layer order. Collective over the pipeline group.
-std::vector<std::pair<std::string, at::Tensor>> pipeline_full_parameters(
-    const Engine::Impl& s, std::vector<std::pair<std::string, at::Tensor>> own);
 at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, SplitLayout layout);
+// pipe/full_parameters.cpp: every stage's named tensors (`own`: this stage's, named
+// layers.<i>.<name>) on every rank, in layer order, a tied layer's once. Collective over the
+// pipeline group.
+std::vector<std::pair<std::string, at::Tensor>> pipeline_gather_stages(
+    const Engine::Impl& s, std::vector<std::pair<std::string, at::Tensor>> own);
 void unregister_engine_model(const Engine::Impl* impl);
 Engine::Impl* engine_of(const torch::nn::Module& model);
 }  // namespace detail

@@ -109,6 +109,9 @@ void print_manifest(const ckpt::Manifest& m, const std::string& dir) {
     std::cout << "tensor parallel: " << m.tensor_parallel_size
               << " (each tensor rank's files hold its slices of the split parameters; the "
                  "shapes below are the whole tensors')\n";
+  if (m.pipeline_parallel_size > 1)
+    std::cout << "pipeline:      " << m.pipeline_parallel_size
+              << " stages (each stage's files hold its layers)\n";
   std::cout << "stage:         " << m.stage << "\n"
             << "precision:     " << m.precision << "\n"
             << "optimizer:     " << shown(m.optimizer) << "\n"

@@ -169,12 +169,3 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
 }
 
 }  // namespace zero
-
-namespace zero::detail {
-
-void refuse_pipeline(const Engine::Impl& s, const std::string& what) {
-  ZERO_CHECK(!s.pipeline, UsageError, what, ": not yet with pipeline stages (", s.pipeline_size,
-             " stages): each stage would write or read only its own layers");
-}
-
-}  // namespace zero::detail

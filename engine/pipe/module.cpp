@@ -145,6 +145,13 @@ std::vector<PipelineModuleImpl::Tie> PipelineModuleImpl::ties() const {
   return out;
 }
 
+int layer_index(const std::string& name) {
+  const size_t begin = name.find('.') + 1, end = name.find('.', begin);
+  ZERO_CHECK(name.rfind("layers.", 0) == 0 && end != std::string::npos && end > begin, UsageError,
+             "'", name, "' is not a pipeline parameter name (layers.<i>.<name>)");
+  return std::stoi(name.substr(begin, end - begin));
+}
+
 std::string PipelineModuleImpl::partition_text() const {
   std::string out;
   const bool chunked = chunks_.size() > 1;

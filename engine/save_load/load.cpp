@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 namespace zero {
@@ -30,9 +31,11 @@ using detail::StatePiece;
 namespace {
 
 // For each of the model's parameters, its index in the checkpoint; throws listing the first few
-// mismatches (missing, extra, shape) in one message.
+// mismatches (missing, extra, shape) in one message. `model_names`: every parameter name of the
+// whole model (a pipeline stage holds only its own), for the check of extra ones.
 std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
-                              const std::string& dir, bool strict) {
+                              const std::string& dir, bool strict,
+                              const std::set<std::string>& model_names) {
   std::vector<std::string> problems;
   std::vector<int> index(s.params.size(), -1);
   std::vector<bool> used(m.params.size(), false);
@@ -54,7 +57,8 @@ std::vector<int> match_params(const Engine::Impl& s, const ckpt::Manifest& m,
   }
   if (strict)
     for (size_t k = 0; k < m.params.size(); ++k)
-      if (!used[k]) problems.push_back("'" + m.params[k].name + "' is not in the model");
+      if (!used[k] && !model_names.count(m.params[k].name))
+        problems.push_back("'" + m.params[k].name + "' is not in the model");
   if (problems.empty()) return index;
   std::ostringstream msg;
   msg << "load_checkpoint: " << dir << " is not a checkpoint of this model: " << problems.size()
@@ -126,6 +130,12 @@ void restore_tracker(ckpt::CheckpointReader& reader, int rank, const at::Device&
   tp::rng_tracker().set_state(state);
 }
 
+// Saved by this job's world, grid and ZeRO stage.
+bool same_grid(const Engine::Impl& s, const ckpt::Manifest& m) {
+  return m.world_size == s.comm->world_size() && m.stage == s.stage->stage() &&
+         m.tensor_parallel_size == s.tensor_size && m.pipeline_parallel_size == s.pipeline_size;
+}
+
 void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) {
   const ckpt::Manifest& m = reader.manifest();
   at::NoGradGuard no_grad;
@@ -148,12 +158,15 @@ void load_buffers(Engine::Impl& s, ckpt::CheckpointReader& reader, bool strict) 
                " in the model but ", shape_text(it->shape), " in the checkpoint");
     at::Tensor host =
         at::empty(shape, at::TensorOptions().dtype(detail::scalar_type_of(it->dtype)));
-    // This rank's own file has them when saved with node-local storage; rank 0's always does.
-    const int own = s.comm->rank();
-    const int from = own < static_cast<int>(m.files.size()) &&
-                             reader.find_tensor(own, ckpt::buffer_tensor_name(name))
-                         ? own
-                         : 0;
+    // This rank's own file has them when saved with node-local storage; else rank 0's does (a
+    // pipeline stage's: its first rank's).
+    const int own = s.comm->rank(), files = static_cast<int>(m.files.size());
+    const std::string saved = ckpt::buffer_tensor_name(name);
+    int from = own < files && reader.find_tensor(own, saved) ? own : -1;
+    for (int r = 0; from < 0 && r < files; ++r)
+      if (reader.find_tensor(r, saved)) from = r;
+    ZERO_CHECK(from >= 0, CheckpointError, "load_checkpoint: ", reader.dir(), ": buffer '", name,
+               "' is in the manifest but in no file");
     reader.read_tensor(from, ckpt::buffer_tensor_name(name), *ckpt::parse_dtype(it->dtype),
                        static_cast<int64_t>(host.nbytes()), host.data_ptr());
     at::Tensor target = t;
@@ -169,7 +182,6 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
                                                         const std::string& tag,
                                                         const LoadOptions& options) {
   Impl& s = *impl_;
-  detail::refuse_pipeline(s, "load_checkpoint");
   const int rank = s.comm->rank();
   const at::Device device = s.params[0].device();
   const auto started = std::chrono::steady_clock::now();
@@ -196,12 +208,12 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const bool load_optimizer = options.load_optimizer_states && !module_only;
 
   detail::agree(s, "checking " + *dir, device, [&] {
-    ZERO_CHECK(options.allow_reshard || (m.world_size == s.comm->world_size() && m.stage == stage &&
-                                         m.tensor_parallel_size == s.tensor_size),
-               CheckpointError, "load_checkpoint: ", *dir, " was saved by ", m.world_size,
-               " ranks (tensor parallelism ", m.tensor_parallel_size, ") at ZeRO stage ", m.stage,
-               "; this job has ", s.comm->world_size(), " ranks (tensor parallelism ",
-               s.tensor_size, ") at stage ", stage, " and allow_reshard is false");
+    ZERO_CHECK(options.allow_reshard || same_grid(s, m), CheckpointError, "load_checkpoint: ", *dir,
+               " was saved by ", m.world_size, " ranks (tensor parallelism ",
+               m.tensor_parallel_size, ", ", m.pipeline_parallel_size,
+               " pipeline stages) at ZeRO stage ", m.stage, "; this job has ", s.comm->world_size(),
+               " ranks (tensor parallelism ", s.tensor_size, ", ", s.pipeline_size,
+               " pipeline stages) at stage ", stage, " and allow_reshard is false");
     const std::vector<std::string> kinds = s.optimizer->state_kinds();
     if (load_optimizer)
       for (const auto& k : kinds)
@@ -213,9 +225,18 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
       for (int r = rank; r < m.world_size; r += s.comm->world_size()) reader->verify({r});
   });
 
+  std::set<std::string> model_names(s.names.begin(), s.names.end());
+  if (s.pipeline) {  // every stage's
+    std::string mine;
+    for (const std::string& n : s.names) mine += n + "\n";
+    for (const std::string& text : detail::all_gather_text(*s.comm, mine, device)) {
+      std::istringstream lines(text);
+      for (std::string n; std::getline(lines, n);) model_names.insert(n);
+    }
+  }
   std::vector<int> index;
   detail::agree(s, "matching " + *dir, device,
-                [&] { index = match_params(s, m, *dir, options.load_module_strict); });
+                [&] { index = match_params(s, m, *dir, options.load_module_strict, model_names); });
 
   // Masters (and optimizer states) of the ranges this rank's shards hold, read straight into
   // the state tensors; then, when that is cheaper than the stage's all-gather, the masters of
@@ -286,8 +307,8 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
       const ckpt::LossScalerState& l = *m.loss_scaler;
       s.scaler->restore({l.scale, l.hysteresis_left, l.iteration, l.last_overflow_iteration});
     }
-    // Each rank continues its own random stream when the world size is unchanged.
-    if (rank < m.world_size) {
+    // Each rank continues its own random stream when the world size (and pipeline) is unchanged.
+    if (rank < m.world_size && m.pipeline_parallel_size == s.pipeline_size) {
       for (auto& [name, gen] : detail::rng_generators(device)) {
         const ckpt::TensorInfo* t = reader->find_tensor(rank, name);
         if (!t || t->dtype != ckpt::DType::kU8) continue;  // saved on another kind of device
@@ -302,8 +323,7 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
     }
   }
   // A reshard changes batch sizes and stage by design; otherwise a config change is worth a note.
-  if (rank == 0 && m.world_size == s.comm->world_size() && m.stage == stage &&
-      m.tensor_parallel_size == s.tensor_size && m.config_hash != detail::config_hash(s.config))
+  if (rank == 0 && same_grid(s, m) && m.config_hash != detail::config_hash(s.config))
     spdlog::warn(
         "[rank 0] load_checkpoint: {} was saved with a different ds_config (hash {} vs "
         "{}); continuing with this job's config",

@@ -221,14 +221,38 @@ LoadedStateDict load_state_dict(torch::nn::Module& model, const std::string& fil
   }
   // Collective: a file that one rank cannot read, or that does not fit, fails on every rank.
   Engine::Impl& s = *engine;
-  detail::refuse_pipeline(s, "load_state_dict");
   const at::Device device = s.params.front().device();
   std::optional<WeightsFile> file;
   std::vector<Target> targets;
+  // A pipeline stage holds its own layers: the file's other layers are another stage's, and
+  // only a name that no stage takes is unexpected.
   detail::agree(s, "load_state_dict " + file_path, device, [&] {
     file.emplace(file_path);
-    targets = match(model, *file, strict, &result);
+    targets = match(model, *file, strict && !s.pipeline, &result);
   });
+  if (s.pipeline) {
+    std::string taken;
+    for (const Target& t : targets)
+      if (t.entry) taken += t.entry->name + "\n";
+    std::unordered_set<std::string> any_stage;
+    for (const std::string& text : detail::all_gather_text(*s.comm, taken, device)) {
+      std::istringstream lines(text);
+      for (std::string n; std::getline(lines, n);) any_stage.insert(n);
+    }
+    result.unexpected_keys.clear();
+    for (const WeightsFile::Entry& e : file->entries())
+      if (!any_stage.count(e.name)) result.unexpected_keys.push_back(e.name);
+    detail::agree(s, "load_state_dict " + file_path, device, [&] {
+      ZERO_CHECK(!strict || (result.missing_keys.empty() && result.unexpected_keys.empty()),
+                 CheckpointError, "load_state_dict: ", file_path, " does not fit the pipeline: ",
+                 result.missing_keys.size(), " of this stage's names missing",
+                 result.missing_keys.empty() ? "" : " (first '" + result.missing_keys[0] + "')",
+                 ", ", result.unexpected_keys.size(), " names no stage holds",
+                 result.unexpected_keys.empty() ? ""
+                                                : " (first '" + result.unexpected_keys[0] + "')",
+                 " (strict=false loads what matches and returns the rest)");
+    });
+  }
   load_through_engine(s, targets, *file);
   return result;
 }

@@ -9,6 +9,7 @@
 #include <zero/checkpoint/safetensors.h>
 #include <zero/comm/process_group.h>
 #include <zero/engine/clean_names.h>
+#include <zero/engine/pipe/module.h>
 #include <zero/tp/random.h>
 
 #include <ATen/ATen.h>
@@ -20,7 +21,9 @@
 #include <mutex>
 #include <optional>
 #include <cstdio>
+#include <map>
 #include <random>
+#include <set>
 
 namespace zero {
 
@@ -39,6 +42,13 @@ std::string rank_file_name(int rank) {
 bool is_dir_writer(const Engine::Impl& s) {
   if (!s.config.checkpoint.use_node_local_storage) return s.comm->rank() == 0;
   return detect_rank_env().local_rank == 0;
+}
+
+// Whose file carries the model's buffers: rank 0's (of each pipeline stage: its data and tensor
+// rank 0's), or every rank's with node-local storage (no node then needs another's file).
+bool writes_buffers(const Engine::Impl& s) {
+  if (s.config.checkpoint.use_node_local_storage) return true;
+  return s.pipeline ? s.data->rank() == 0 && s.tensor_rank == 0 : s.comm->rank() == 0;
 }
 
 // checkpoint.tag_validation: the tag must be the same on every rank (Ignore / Warn / Fail).
@@ -85,7 +95,7 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
     }
   }
   // With node-local storage every rank's file carries the buffers: no node needs another's file.
-  if (s.comm->rank() == 0 || s.config.checkpoint.use_node_local_storage) {
+  if (writes_buffers(s)) {
     for (const auto& [name, t] : buffers) {
       at::Tensor h = t.detach().to(at::kCPU).contiguous();
       keep_alive.push_back(h);
@@ -130,14 +140,81 @@ ckpt::FileDigest write_rank_file(const Engine::Impl& s, const std::string& path,
   });
 }
 
+ckpt::ManifestParam manifest_param(const Engine::Impl& s, int i, const CleanNames& clean) {
+  ckpt::ManifestParam mp{s.names[i], detail::whole_shape(s, i),
+                         detail::safetensors_dtype(s.params[i].scalar_type()), clean(s.names[i])};
+  if (const detail::SplitLayout* split = detail::split_of(s, i)) {
+    mp.split_dim = split->dim;
+    mp.split_stride = split->stride;
+  }
+  return mp;
+}
+
+// A pipeline rank's part of the manifest: its stage's parameters (tied copies are their first
+// stage's), its file's pieces by parameter name, and the buffers its file carries.
+std::string pipeline_part(const Engine::Impl& s, const NamedTensors& buffers) {
+  const CleanNames clean(*s.model);
+  const FlatLayout& layout = s.stage->layout();
+  nlohmann::json j;
+  j["params"] = nlohmann::json::array();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (layout.groups()[layout.slots()[i].group].tied_copy) continue;
+    const ckpt::ManifestParam mp = manifest_param(s, static_cast<int>(i), clean);
+    j["params"].push_back(
+        {mp.name, mp.shape, mp.dtype, mp.clean_name, mp.split_dim, mp.split_stride});
+  }
+  j["pieces"] = nlohmann::json::array();
+  for (const StatePiece& p : detail::saved_pieces(s, s.data->rank(), s.tensor_rank))
+    j["pieces"].push_back({s.names[p.param], p.param_begin, p.param_end});
+  j["buffers"] = nlohmann::json::array();
+  if (writes_buffers(s))
+    for (const auto& [name, t] : buffers)
+      j["buffers"].push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                              detail::safetensors_dtype(t.scalar_type()), clean(name)});
+  return j.dump();
+}
+
+// Every stage's parameters once (in layer order), buffers once, and each file's pieces.
+void merge_pipeline_parts(ckpt::Manifest& m, const std::vector<std::string>& parts) {
+  std::vector<nlohmann::json> js;
+  for (const std::string& text : parts) js.push_back(nlohmann::json::parse(text));
+  std::map<std::string, int> index;
+  for (const nlohmann::json& j : js)
+    for (const auto& p : j["params"]) {
+      const std::string name = p[0].get<std::string>();
+      if (index.count(name)) continue;
+      index[name] = -1;
+      m.params.push_back({name, p[1].get<std::vector<int64_t>>(), p[2].get<std::string>(),
+                          p[3].get<std::string>(), p[4].get<int64_t>(), p[5].get<int64_t>()});
+    }
+  std::stable_sort(m.params.begin(), m.params.end(),
+                   [](const ckpt::ManifestParam& a, const ckpt::ManifestParam& b) {
+                     return pipe::layer_index(a.name) < pipe::layer_index(b.name);
+                   });
+  for (size_t k = 0; k < m.params.size(); ++k) index[m.params[k].name] = static_cast<int>(k);
+  std::set<std::string> buffers;
+  for (size_t r = 0; r < js.size(); ++r) {
+    for (const auto& p : js[r]["pieces"])
+      m.files[r].pieces.push_back(
+          {index.at(p[0].get<std::string>()), p[1].get<int64_t>(), p[2].get<int64_t>()});
+    for (const auto& b : js[r]["buffers"])
+      if (buffers.insert(b[0].get<std::string>()).second)
+        m.buffers.push_back({b[0].get<std::string>(), b[1].get<std::vector<int64_t>>(),
+                             b[2].get<std::string>(), b[3].get<std::string>()});
+  }
+}
+
 ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
                               const NamedTensors& buffers, const nlohmann::json& client_state,
-                              const std::vector<int64_t>& digests) {
+                              const std::vector<int64_t>& digests,
+                              const std::vector<std::string>& pipeline_parts) {
   ckpt::Manifest m;
   m.tag = tag;
   m.world_size = s.comm->world_size();
   m.tensor_parallel_size = s.tensor_size;
-  m.format_version = s.tensor_size > 1 ? 2 : 1;  // version 1 readers keep reading the rest
+  m.pipeline_parallel_size = s.pipeline_size;
+  // Version 1 readers keep reading what needs no version 2 key.
+  m.format_version = s.tensor_size > 1 || s.pipeline_size > 1 ? 2 : 1;
   const int data_size = s.data->world_size();
   m.stage = s.stage->stage();
   m.precision = detail::precision_name(s.compute_dtype);
@@ -157,19 +234,13 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
   }
   m.client_state = client_state;
   const CleanNames clean(*s.model);
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    const at::Tensor& p = s.params[i];
-    ckpt::ManifestParam mp{s.names[i], detail::whole_shape(s, static_cast<int>(i)),
-                           detail::safetensors_dtype(p.scalar_type()), clean(s.names[i])};
-    if (const detail::SplitLayout* split = detail::split_of(s, static_cast<int>(i))) {
-      mp.split_dim = split->dim;
-      mp.split_stride = split->stride;
-    }
-    m.params.push_back(std::move(mp));
+  if (!s.pipeline) {
+    for (size_t i = 0; i < s.params.size(); ++i)
+      m.params.push_back(manifest_param(s, static_cast<int>(i), clean));
+    for (const auto& [name, t] : buffers)
+      m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                           detail::safetensors_dtype(t.scalar_type()), clean(name)});
   }
-  for (const auto& [name, t] : buffers)
-    m.buffers.push_back({name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                         detail::safetensors_dtype(t.scalar_type()), clean(name)});
   for (int r = 0; r < m.world_size; ++r) {
     ckpt::ManifestFile f;
     f.name = rank_file_name(r);
@@ -179,10 +250,12 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
     // The grid's rank order (ParallelGrid): tensor fastest, then data.
     const int tensor_rank = r % s.tensor_size, data_rank = r / s.tensor_size % data_size;
     f.tensor_rank = tensor_rank;
-    for (const StatePiece& p : detail::saved_pieces(s, data_rank, tensor_rank))
-      f.pieces.push_back({p.param, p.param_begin, p.param_end});
+    if (!s.pipeline)
+      for (const StatePiece& p : detail::saved_pieces(s, data_rank, tensor_rank))
+        f.pieces.push_back({p.param, p.param_begin, p.param_end});
     m.files.push_back(std::move(f));
   }
+  if (s.pipeline) merge_pipeline_parts(m, pipeline_parts);  // each stage knows its own layers
   return m;
 }
 
@@ -191,7 +264,6 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
 std::string Engine::save_checkpoint(const std::string& save_dir, const std::string& tag_in,
                                     const nlohmann::json& client_state) {
   Impl& s = *impl_;
-  detail::refuse_pipeline(s, "save_checkpoint");
   const int rank = s.comm->rank();
   ZERO_CHECK(!s.backward_since_step && s.micro_steps % s.config.gradient_accumulation_steps == 0,
              UsageError,
@@ -253,10 +325,14 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
         "/latest are intact", write_error.empty() ? "" : ". This rank: " + write_error));
   }
 
+  // Pipelines: each stage's layers and pieces, known to that stage only.
+  const std::vector<std::string> parts =
+      s.pipeline ? detail::all_gather_text(*s.comm, pipeline_part(s, buffers), device)
+                 : std::vector<std::string>{};
   detail::agree(s, "publishing " + final_dir, device, [&] {
     if (!writer) return;
     try {
-      const ckpt::Manifest m = build_manifest(s, tag, buffers, client_state, digests);
+      const ckpt::Manifest m = build_manifest(s, tag, buffers, client_state, digests, parts);
       ckpt::atomic_write_file(temp + "/" + ckpt::kManifestFile, ckpt::manifest_to_json(m).dump(1));
       ckpt::publish_dir(temp, final_dir);
       ckpt::atomic_write_file(save_dir + "/" + ckpt::kLatestFile, tag + "\n");
@@ -279,7 +355,6 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
 }
 
 bool Engine::save_16bit_model(const std::string& save_dir, const std::string& file_name) {
-  detail::refuse_pipeline(*impl_, "save_16bit_model");
   Impl& s = *impl_;
   ZERO_CHECK(ckpt::is_safe_component(file_name), UsageError, "save_16bit_model: file name '",
              file_name, "' must be a plain file name");
@@ -293,8 +368,9 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
           save_dir, file_name);
     return false;
   }
-  const auto params = full_parameters();                         // collective: stage 3 gathers
-  const NamedTensors buffers = detail::whole_module_buffers(s);  // collective over tp
+  const auto params = full_parameters();  // collective: stage 3 gathers; every stage's layers
+  NamedTensors buffers = detail::whole_module_buffers(s);  // collective over tp
+  if (s.pipeline) buffers = detail::pipeline_gather_stages(s, std::move(buffers));
   const at::Device device = s.params[0].device();
   detail::agree(s, "writing " + save_dir + "/" + file_name, device, [&] {
     if (s.comm->rank() != 0) return;
@@ -310,7 +386,9 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
       host.push_back(t);
     }
     // The model's own names (the wrappers' segments removed): DeepSpeed's file has no wrappers.
-    const std::vector<std::string> names = CleanNames(*s.model).all(registered);
+    // A pipeline's (layers.<i>.<name>, other stages' too) have none.
+    const std::vector<std::string> names =
+        s.pipeline ? registered : CleanNames(*s.model).all(registered);
     for (size_t i = 0; i < host.size(); ++i) {
       host[i] = host[i].detach().to(at::kCPU).contiguous();
       const at::Tensor& h = host[i];

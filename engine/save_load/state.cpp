@@ -36,8 +36,12 @@ std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int ra
 
 std::vector<StatePiece> saved_pieces(const Engine::Impl& s, int data_rank, int tensor_rank) {
   std::vector<StatePiece> out;
-  for (const StatePiece& p : saved_pieces(s.stage->layout(), s.stage->stage(), data_rank))
-    if (tensor_rank == 0 || split_of(s, p.param)) out.push_back(p);
+  const FlatLayout& layout = s.stage->layout();
+  for (const StatePiece& p : saved_pieces(layout, s.stage->stage(), data_rank))
+    // A tied copy is saved by its tie's first stage, under the same name.
+    if ((tensor_rank == 0 || split_of(s, p.param)) &&
+        !layout.groups()[layout.slots()[p.param].group].tied_copy)
+      out.push_back(p);
   return out;
 }
 

@@ -10,9 +10,11 @@
 #include <zero/engine/pipe/p2p.h>
 #include <zero/engine/pipe/partition.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/load_state_dict.h>
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -364,15 +366,123 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
         expect_throw<UsageError>("backward on a pipeline", "train with engine.train_batch", [&] {
           engine.backward(torch::zeros({1}, torch::requires_grad()));
         });
-        expect_throw<UsageError>("a checkpoint of a pipeline", "not yet with pipeline stages",
-                                 [&] { engine.save_checkpoint("/nonexistent"); });
       }
     }
   }
 }
 
+// ckpt (4 ranks; ZERO_TEST_CKPT_DIR): a checkpoint of a pipeline loads at another grid by layer
+// name, with no conversion: saved at pp 2 x dp 2, ZeRO stage 3 (1f1b, a tied layer across the
+// stages), it goes on at pp 4 (interleaved, stage 1) and at pp 1 x dp 4 (no pipeline, stage 0)
+// equal to the saving run's next step (golden tolerance), and at the saving grid bit for bit.
+// The global batch stays 8 rows (2 per micro-batch x micro-batches x data ranks).
+struct Grid {
+  int pp, stage, m;
+  std::string schedule = "1f1b";
+  int chunks = 1;
+};
+
+void ckpt_suite(const std::shared_ptr<Communicator>& world) {
+  const int w = world->world_size();
+  const int64_t micro_rows = 2, steps = 3, save_after = 2;
+  const char* root = std::getenv("ZERO_TEST_CKPT_DIR");
+  EXPECT(root && *root, "set ZERO_TEST_CKPT_DIR");
+  const std::string dir = std::string(root) + "/pipe";
+  torch::manual_seed(11);
+  const torch::Tensor xs = torch::randn({steps * 8, 8}), ys = torch::randn({steps * 8, 1});
+  // Trains steps [from, to) at `grid`, loading `load` first when given, saving after
+  // save_after steps when `save`; returns the whole model after the last step.
+  using After = std::function<void(Engine&, pipe::PipelineModule&)>;
+  auto run = [&](const Grid& g, int64_t from, int64_t to, bool load, bool save,
+                 const After& after = {}) {
+    Case c;
+    c.stage = g.stage, c.gas = g.m, c.micro = micro_rows, c.steps = static_cast<int>(steps);
+    c.clip = 0.05;
+    c.extra_top = zero::detail::str(R"(, "pipeline": {"stages": )", g.pp, R"(, "schedule": ")",
+                                    g.schedule, R"(", "virtual_stages": )", g.chunks, "}");
+    const ParsedConfig parsed = parse(config_json(c, w), w);
+    const ParallelGrid grid = parallel_grid(parsed.config, world);
+    const int dp = grid.data_size(), d = grid.data_rank();
+    pipe::PipelineModule module(
+        grid, specs(6, /*tied=*/true),
+        pipe::PipelineOptions().partition_method("uniform").virtual_stages(g.chunks).loss_fn(
+            [](const torch::Tensor& out, const torch::Tensor& y) {
+              return torch::mse_loss(out, y);
+            }));
+    Engine engine = initialize(module.ptr(), parsed, grid);
+    if (load) EXPECT(engine.load_checkpoint(dir).has_value(), "no checkpoint in ", dir);
+    auto rows = [&](int64_t t, int j) { return t * 8 + (j * dp + d) * micro_rows; };
+    for (int64_t t = from; t < to; ++t) {
+      if (g.pp > 1) {
+        int j = 0;
+        engine.train_batch([&] {
+          const int64_t r = rows(t, j++);
+          return pipe::MicroBatch{xs.narrow(0, r, micro_rows), ys.narrow(0, r, micro_rows)};
+        });
+      } else {
+        for (int j = 0; j < g.m; ++j) {
+          const int64_t r = rows(t, j);
+          engine.backward(torch::mse_loss(module->forward(xs.narrow(0, r, micro_rows)),
+                                          ys.narrow(0, r, micro_rows)));
+          engine.step();
+        }
+      }
+      if (save && t + 1 == save_after) engine.save_checkpoint(dir, "pipe");
+    }
+    if (after) after(engine, module);
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& [name, value] : engine.full_parameters()) out[name] = value;
+    return out;
+  };
+  const Grid saving{2, 3, 2};
+  const auto want = run(saving, 0, steps, false, true);
+  const std::vector<std::pair<std::string, Grid>> grids = {
+      {"the saving grid", saving},
+      {"pp 4 interleaved, stage 1", Grid{4, 1, 4, "interleaved", 2}},
+      {"pp 1 x dp 4, stage 0", Grid{1, 0, 1}}};
+  for (const auto& [label, g] : grids) {
+    const auto got = run(g, save_after, steps, true, false);
+    EXPECT(got.size() == want.size(), label, ": ", got.size(), " parameters, not ", want.size());
+    double worst = 0;
+    bool same_bits = true;
+    for (const auto& [name, value] : want) {
+      EXPECT(got.count(name), label, ": no ", name);
+      if (!got.count(name)) continue;
+      worst = std::max(worst, rel_diff(got.at(name), value));
+      same_bits = same_bits && torch::equal(got.at(name), value);
+    }
+    EXPECT(worst <= 1e-5, label, ": the step after loading differs by ", worst);
+    if (g.pp == saving.pp && g.stage == saving.stage)
+      EXPECT(same_bits, label, ": not the saving run's bits");
+    if (world->rank() == 0)
+      std::printf(
+          "pipeline checkpoint saved at pp 2 x dp 2 stage 3, loaded at %s: max rel diff %.3g%s\n",
+          label.c_str(), worst, same_bits ? " (same bits)" : "");
+  }
+  // save_16bit_model at pp 4 writes every stage's layers (a tied one once) into one file, which
+  // load_state_dict puts back into a pp 2 engine's stages: the same values.
+  const std::string weights = std::string(root) + "/weights";
+  std::map<std::string, torch::Tensor> saved16;
+  run(Grid{4, 1, 4, "interleaved", 2}, 0, 1, false, false, [&](Engine& e, pipe::PipelineModule&) {
+    EXPECT(e.save_16bit_model(weights), "save_16bit_model saved nothing");
+    for (const auto& [name, value] : e.full_parameters()) saved16[name] = value;
+  });
+  run(saving, 0, 0, false, false, [&](Engine& e, pipe::PipelineModule& m) {
+    const LoadedStateDict r = load_state_dict(*m, weights + "/model.safetensors");
+    EXPECT(r.missing_keys.empty() && r.unexpected_keys.empty(),
+           "load_state_dict: ", r.missing_keys.size(), " missing, ", r.unexpected_keys.size(),
+           " unexpected");
+    const auto full = e.full_parameters();
+    EXPECT(full.size() == saved16.size(), "load_state_dict: ", full.size(), " parameters");
+    for (const auto& [name, value] : full)
+      EXPECT(saved16.count(name) && torch::equal(saved16.at(name), value),
+             "load_state_dict: ", name, " is not the saved value");
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"module", module_suite}, {"train", train_suite}});
+  return worker_main(argc, argv,
+                     {{"module", module_suite}, {"train", train_suite}, {"ckpt", ckpt_suite}});
 }

@@ -69,7 +69,8 @@ struct Manifest {
   int format_version = kFormatVersion;
   std::string tag;
   int world_size = 1;
-  int tensor_parallel_size = 1;  // the saving grid's tensor-parallel degree
+  int tensor_parallel_size = 1;    // the saving grid's tensor-parallel degree
+  int pipeline_parallel_size = 1;  // its pipeline stages (each file holds its stage's layers)
   int stage = 0;
   std::string precision;                 // "fp32", "bf16", "fp16"
   std::string optimizer;                 // "AdamW", "Adam", "SGD"

@@ -119,4 +119,8 @@ class PipelineModuleImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PipelineModule);
 
+// The layer index in a pipeline parameter's global name ("layers.12.fc.weight" -> 12).
+// UsageError for a name of another form.
+int layer_index(const std::string& name);
+
 }  // namespace zero::pipe
