@@ -259,9 +259,6 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
           100.0 * (grid->pipeline_size() - 1) /
               static_cast<double>(config.gradient_accumulation_steps + grid->pipeline_size() - 1));
     const pipe::ScheduleKind kind = pipe::parse_schedule_kind(config.pipeline_schedule);
-    ZERO_CHECK(kind != pipe::ScheduleKind::kZeroBubbleH1, UsageError,
-               "initialize: pipeline.schedule zb-h1 runs on the simulator only yet; the executor "
-               "runs 1f1b and interleaved");
     const int chunks =
         kind == pipe::ScheduleKind::kInterleaved ? config.pipeline_virtual_stages : 1;
     if (impl->pipeline)

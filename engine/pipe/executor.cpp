@@ -10,6 +10,8 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <map>
 
@@ -51,6 +53,32 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
     s.pipe_group->broadcast(loss, s.pipeline_size - 1)->wait();
     return loss.item<double>();
   };
+  // zb-h1: what a backward-input pass ran from (root and its gradient), for its weight pass.
+  std::map<Slot, std::pair<at::Tensor, at::Tensor>> roots;
+  // Sends posted without waiting (zb-h1); the communicator runs them before any later step.
+  std::vector<pipe::PendingSends> behind;
+  auto wait_behind = [&] {
+    for (pipe::PendingSends& p : behind) p.wait();
+    behind.clear();
+  };
+  // Where a backward of `slot` starts: the last part's loss / gradient_accumulation_steps, then
+  // (fp16) x scale, as DeepSpeed orders it, with gradient 1; else the output with the gradient
+  // the next stage sent.
+  auto root_of = [&](const Slot& slot) -> std::pair<at::Tensor, at::Tensor> {
+    const at::Tensor& out = outputs.at(slot);
+    if (!module.is_last_part(slot.second)) return {out, grads_in.at(slot)};
+    at::Tensor scaled = micro_batches > 1 ? out / static_cast<double>(micro_batches) : out;
+    if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
+    return {scaled, at::ones_like(scaled)};
+  };
+  // The gradient a stage sends back for its input, which its layers must have produced.
+  auto input_grad = [&](const Slot& slot, const at::Tensor& grad) {
+    ZERO_CHECK(grad.defined(), UsageError, "train_batch: the input of stage ", stage,
+               chunks > 1 ? detail::str(" chunk ", slot.second) : std::string(),
+               " got no gradient in micro-batch ", slot.first,
+               " (its layers do not use it in a differentiable way)");
+    return grad;
+  };
   // Stage 3: this stage's layers gathered once for the batch, released before the step.
   s.stage->hold_gathered(true);
   for (const pipe::Instruction& in : s.pipe_program) {
@@ -84,7 +112,13 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
             receives.push_back({t.peer, what(kind, t.micro, t.chunk)});
           }
         }
+        if (!in.wait) {  // sends only, behind the compute that follows
+          ZERO_ASSERT(receives.empty(), "a comm step not waited for receives");
+          behind.push_back(pipe::post_sends(*s.pipe_group, sends, device));
+          break;
+        }
         const auto got = pipe::exchange(*s.pipe_group, sends, receives, device);
+        wait_behind();  // ran before this step: done
         size_t k = 0;
         for (const pipe::Transfer& t : in.transfers) {
           if (t.kind != pipe::Transfer::Kind::kRecv) continue;
@@ -113,28 +147,54 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         break;
       }
       case pipe::Instruction::Op::kBackward: {
-        // Every chunk's gradients accumulate over the batch; ZeRO reduces at the last backward.
-        const bool boundary = ++backwards == micro_batches * chunks;
-        s.stage->start_backward(boundary);
-        at::Tensor out = outputs.at(slot);
-        if (module.is_last_part(in.chunk)) {
-          // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) x scale.
-          at::Tensor scaled = micro_batches > 1 ? out / static_cast<double>(micro_batches) : out;
-          if (s.scaler) scaled = scaled.to(at::kFloat) * s.scaler->scale();
-          scaled.backward();
-        } else {
-          torch::autograd::backward({out}, {grads_in.at(slot)});
-          grads_in.erase(slot);
-        }
+        // Every chunk's gradients accumulate over the batch; ZeRO reduces them after the last.
+        s.stage->start_backward(++backwards == micro_batches * chunks);
+        const auto [root, seed] = root_of(slot);
+        torch::autograd::backward({root}, {seed});
+        grads_in.erase(slot);
         s.stage->finish_backward();
-        if (!module.is_first_part(in.chunk)) {
-          const at::Tensor& x = inputs.at(slot);
-          ZERO_CHECK(x.grad().defined(), UsageError, "train_batch: the input of stage ", stage,
-                     chunks > 1 ? detail::str(" chunk ", in.chunk) : std::string(),
-                     " got no gradient in micro-batch ", in.micro,
-                     " (its layers do not use it in a differentiable way)");
-          grads_out[slot] = x.grad();
+        if (!module.is_first_part(in.chunk))
+          grads_out[slot] = input_grad(slot, inputs.at(slot).grad());
+        inputs.erase(slot);
+        outputs.erase(slot);
+        break;
+      }
+      case pipe::Instruction::Op::kBackwardInput: {
+        // zb-h1's B: only the input's gradient (what the previous stage waits for), the graph
+        // kept for the weight pass; no parameter gradient is accumulated.
+        roots[slot] = root_of(slot);
+        grads_in.erase(slot);
+        if (module.is_first_part(in.chunk)) break;
+        const auto& [root, seed] = roots.at(slot);
+        const at::Tensor& x = inputs.at(slot);
+        at::Tensor grad;
+        if (x.requires_grad()) {
+          try {
+            grad = torch::autograd::Engine::get_default_engine().execute(
+                {torch::autograd::impl::gradient_edge(root)}, {seed}, /*keep_graph=*/true,
+                /*create_graph=*/false, /*accumulate_grad=*/false,
+                {torch::autograd::impl::gradient_edge(x)})[0];
+          } catch (const UsageError& e) {
+            throw UsageError(detail::str("train_batch: the zb-h1 schedule's ",
+                                         what("input-gradient pass", in.micro, in.chunk),
+                                         " failed (activation checkpointing cannot run it; use "
+                                         "1f1b or interleaved): ",
+                                         e.what()));
+          }
         }
+        grads_out[slot] = input_grad(slot, grad);
+        break;
+      }
+      case pipe::Instruction::Op::kBackwardWeight: {
+        // zb-h1's W: the whole backward again from the same root (input gradients included,
+        // which costs a second pass through them), accumulating the parameters' gradients.
+        s.stage->start_backward(++backwards == micro_batches * chunks);
+        const auto [root, seed] = roots.at(slot);
+        torch::autograd::Engine::get_default_engine().execute(
+            {torch::autograd::impl::gradient_edge(root)}, {seed}, /*keep_graph=*/false,
+            /*create_graph=*/false, /*accumulate_grad=*/true, {});
+        s.stage->finish_backward();
+        roots.erase(slot);
         inputs.erase(slot);
         outputs.erase(slot);
         break;
@@ -149,6 +209,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         s.after_optimizer_step();
         break;
       case pipe::Instruction::Op::kReduceTied:
+        wait_behind();
         // A tied module's copies sum their gradients over the stages that hold them, before the
         // data-parallel reduction (a sum commutes with the data average).
         for (const Impl::Tie& tie : s.ties)

@@ -85,10 +85,38 @@ std::vector<TensorMeta> decode_header(const at::Tensor& header, const std::strin
   return out;
 }
 
+void PendingSends::wait() {
+  if (!work_) return;
+  wait_for(work_, sends_, {});
+  work_ = nullptr;
+  held_.clear();
+}
+
+PendingSends post_sends(Communicator& pipe_group, const std::vector<Outgoing>& sends,
+                        at::Device device) {
+  std::vector<P2POp> ops;
+  std::vector<at::Tensor> held;
+  for (const Outgoing& out : sends) {
+    held.push_back(encode_header(out.tensors, out.what).to(device));
+    ops.push_back({P2POp::Kind::kSend, held.back(), out.peer});
+  }
+  for (const Outgoing& out : sends)
+    for (const at::Tensor& t : out.tensors) {
+      held.push_back(t.detach().contiguous().view({-1}));
+      ops.push_back({P2POp::Kind::kSend, held.back(), out.peer});
+    }
+  if (ops.empty()) return {};
+  return PendingSends(pipe_group.batch_p2p(ops), std::move(held), sends);
+}
+
 std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
                                               const std::vector<Outgoing>& sends,
                                               const std::vector<Incoming>& receives,
                                               at::Device device) {
+  if (receives.empty()) {  // nothing to learn first: the headers and the data in one batch
+    post_sends(pipe_group, sends, device).wait();
+    return {};
+  }
   const at::TensorOptions on = at::TensorOptions().device(device);
   // The headers first: every receive's sizes come from its peer.
   std::vector<P2POp> ops;
@@ -105,12 +133,6 @@ std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
     data_out.push_back(std::move(flat));
   }
   if (ops.empty()) return {};
-  if (receives.empty()) {  // nothing to learn first: the headers and the data in one batch
-    for (size_t i = 0; i < sends.size(); ++i)
-      for (const at::Tensor& t : data_out[i]) ops.push_back({P2POp::Kind::kSend, t, sends[i].peer});
-    wait_for(pipe_group.batch_p2p(ops), sends, receives);
-    return {};
-  }
   wait_for(pipe_group.batch_p2p(ops), sends, receives);
 
   // Then the data, in the headers' order; empty tensors travel as empty messages.

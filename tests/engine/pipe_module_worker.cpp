@@ -152,7 +152,7 @@ void module_suite(const std::shared_ptr<Communicator>& world) {
 }
 
 // train: the model trained by Engine::train_batch over pp stages (x dp data ranks) with each
-// schedule the executor runs (1f1b; interleaved with 2 and 3 model chunks per stage), at ZeRO
+// schedule (1f1b; interleaved with 2 and 3 model chunks per stage; zb-h1), at ZeRO
 // stages 0 to 3, with 1 to 8 micro-batches and gradient clipping, equals one process
 // accumulating the same micro-batches' gradients (golden tolerance): every stage's parameters
 // and every step's loss. Without clipping the schedules and ZeRO stages give the same bits:
@@ -188,10 +188,14 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
                                     {"1f1b", 1, 0, 4, 0.05, true},
                                     {"1f1b", 1, 1, 4, 0.05, true},
                                     {"interleaved", 2, 2, pp, 0.05, true},
-                                    {"1f1b", 1, 3, 4, 0.05, true}};
+                                    {"1f1b", 1, 3, 4, 0.05, true},
+                                    {"zb-h1", 1, 0, 1},
+                                    {"zb-h1", 1, 1, 8},
+                                    {"zb-h1", 1, 2, 4, 0},
+                                    {"zb-h1", 1, 3, pp, 0.05, true}};
     if (pp == 2) cases.push_back({"interleaved", 3, 1, 4});
     // Refused alike on every rank, before any collective: chunks the module and the config
-    // disagree on, a schedule that does not run yet, micro-batches interleaving cannot split.
+    // disagree on, micro-batches interleaving cannot split.
     auto refused = [&](const std::string& pipeline, int chunks, int m, const std::string& want) {
       Case c;
       c.gas = m, c.micro = micro_rows;
@@ -206,7 +210,6 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
             "the PipelineModule has 1 virtual stages (PipelineOptions::virtual_stages) but the "
             "config's schedule interleaved runs 2");
     refused(R"("schedule": "1f1b")", 2, pp, "runs 1 model chunks per stage");
-    refused(R"("schedule": "zb-h1")", 1, pp, "zb-h1 runs on the simulator only yet");
     refused(R"("schedule": "interleaved", "virtual_stages": 2)", 2, pp + 1,
             "must be a multiple of the pipeline stages");
 

@@ -38,6 +38,25 @@ std::vector<std::vector<at::Tensor>> exchange(Communicator& pipe_group,
                                               const std::vector<Incoming>& receives,
                                               at::Device device);
 
+// A step that only sends, posted without waiting (zb-h1 sends behind its compute): one batch of
+// headers and data, holding its tensors until wait(). The communicator runs batches in issue
+// order, so a later exchange's completion implies this one's.
+class PendingSends {
+ public:
+  PendingSends() = default;
+  PendingSends(WorkHandle work, std::vector<at::Tensor> held, std::vector<Outgoing> sends)
+      : work_(std::move(work)), held_(std::move(held)), sends_(std::move(sends)) {}
+  // Blocks until the batch completed; a failure names its messages (as exchange's do).
+  void wait();
+
+ private:
+  WorkHandle work_;
+  std::vector<at::Tensor> held_;
+  std::vector<Outgoing> sends_;
+};
+PendingSends post_sends(Communicator& pipe_group, const std::vector<Outgoing>& sends,
+                        at::Device device);
+
 // The header of a tuple, and the tensors' shapes and dtypes back from one (both checked).
 at::Tensor encode_header(const std::vector<at::Tensor>& tensors, const std::string& what);
 struct TensorMeta {
