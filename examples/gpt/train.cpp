@@ -30,6 +30,7 @@
 
 #include "data.h"
 #include "model.h"
+#include "pipeline.h"
 #include "sample.h"
 
 namespace {
@@ -40,6 +41,9 @@ constexpr const char* kUsage =
     "                 [--context T] [--dropout P] [--checkpoint-activations]\n"
     "                 [--tp N [--sequence-parallel]]   (tensor parallelism: "
     "tensor_parallel.autotp_size)\n"
+    "                 [--pp N [--schedule 1f1b|interleaved|zb-h1] [--virtual-stages V]]\n"
+    "                 (pipeline stages: pipeline.stages; the model as pipeline layers, the "
+    "embedding tied to the head)\n"
     "                 [--sample N [--temperature T]] [--device cpu|cuda] [--json_summary]\n"
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
     "                 [--load_weights FILE]   (start from exported weights: zero checkpoint "
@@ -56,6 +60,7 @@ struct Options {
   int64_t save_every = 0;
   std::string load_weights;             // an export (safetensors or torch format) to start from
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
+  bool pipeline = false;                // --pp: the model as zero::pipe layers (pipeline.h)
   int64_t sample = 0;                   // characters rank 0 prints after training
   double temperature = 0.8;             // of the sample; 0 = greedy
   std::map<std::string, std::string> config_overrides;  // --set dotted.key=value; --tp
@@ -132,6 +137,13 @@ Options parse_options(const std::vector<std::string>& rest) {
       continue;  // applied above
     else if (flag == "--tp")
       o.config_overrides["tensor_parallel.autotp_size"] = std::to_string(number());
+    else if (flag == "--pp") {
+      o.config_overrides["pipeline.stages"] = std::to_string(number());
+      o.pipeline = true;
+    } else if (flag == "--schedule")
+      o.config_overrides["pipeline.schedule"] = value;
+    else if (flag == "--virtual-stages")
+      o.config_overrides["pipeline.virtual_stages"] = std::to_string(number());
     else if (flag == "--set") {
       const size_t eq = value.find('=');
       ZERO_CHECK(eq != std::string::npos && eq > 0, zero::UsageError,
@@ -222,6 +234,11 @@ int train(int argc, char** argv) {
   ZERO_CHECK(!o.model.sequence_parallel || parsed.config.tensor_parallel_size > 1, zero::UsageError,
              "--sequence-parallel splits the sequence over the tensor-parallel ",
              "ranks: give --tp N with N > 1 (or tensor_parallel.autotp_size)");
+  ZERO_CHECK(!o.pipeline || parsed.config.tensor_parallel_size == 1, zero::UsageError,
+             "--pp with --tp: tensor parallelism inside pipeline stages is not built yet");
+  ZERO_CHECK(!o.pipeline || o.sample == 0, zero::UsageError,
+             "--sample needs the whole model on every rank; not with --pp");
+  if (o.pipeline) grid = zero::parallel_grid(parsed.config, world);
   if (parsed.config.tensor_parallel_size > 1) {
     grid = zero::parallel_grid(parsed.config, world);
     const int tp = grid->tensor_size();
@@ -238,19 +255,42 @@ int train(int argc, char** argv) {
   }
 
   torch::manual_seed(o.seed);
-  auto model = gpt::Gpt(o.model);
   const torch::Device device = o.cuda ? cuda_device() : torch::Device(torch::kCPU);
+  gpt::Gpt model{nullptr};
+  zero::pipe::PipelineModule stages{nullptr};
+  std::shared_ptr<torch::nn::Module> net;
+  if (o.pipeline) {
+    // Each stage builds its layers only, each after seed + its index.
+    const int chunks = parsed.config.pipeline_schedule == "interleaved"
+                           ? parsed.config.pipeline_virtual_stages
+                           : 1;
+    stages =
+        zero::pipe::PipelineModule(*grid, gpt::pipeline_layers(o.model, o.checkpoint_activations),
+                                   zero::pipe::PipelineOptions()
+                                       .base_seed(static_cast<int64_t>(o.seed))
+                                       .virtual_stages(chunks)
+                                       .loss_fn(gpt::pipeline_loss));
+    net = stages.ptr();
+  } else {
+    model = gpt::Gpt(o.model);
+    // ZeRO stage 3 shards block by block; at stages 0-2 the wrapper is a pass-through.
+    // Checkpointing inside the stage 3 wrapper: the recompute runs while backward has the block
+    // gathered anyway.
+    model->wrap_blocks([&o](torch::nn::AnyModule block) {
+      if (o.checkpoint_activations) block = torch::nn::AnyModule(zero::Checkpointed(block));
+      return torch::nn::AnyModule(zero::Sharded(block));
+    });
+    net = model.ptr();
+  }
   // The engine picks NCCL when the parameters are on CUDA, so they must be there first.
-  if (o.cuda) model->to(device);
-  // ZeRO stage 3 shards block by block; at stages 0-2 the wrapper is a pass-through.
-  // Checkpointing inside the stage 3 wrapper: the recompute runs while backward has the block
-  // gathered anyway.
-  model->wrap_blocks([&o](torch::nn::AnyModule block) {
-    if (o.checkpoint_activations) block = torch::nn::AnyModule(zero::Checkpointed(block));
-    return torch::nn::AnyModule(zero::Sharded(block));
-  });
-  zero::Engine engine = grid ? zero::initialize(model.ptr(), parsed, *grid)
-                             : zero::initialize(model.ptr(), parsed, world);
+  if (o.cuda) net->to(device);
+  zero::Engine engine =
+      grid ? zero::initialize(net, parsed, *grid) : zero::initialize(net, parsed, world);
+  // A micro-batch's loss outside a pipeline of several stages.
+  auto micro_loss = [&](const at::Tensor& tokens, const at::Tensor& targets) {
+    return o.pipeline ? gpt::pipeline_loss(stages->forward(tokens), targets)
+                      : model->loss(tokens, targets);
+  };
 
   const zero::Config& config = engine.config();
 #if TORCH_VERSION_MAJOR < 2
@@ -270,11 +310,14 @@ int train(int argc, char** argv) {
       o.steps > 0 ? o.steps
                   : (config.scheduler.total_num_steps > 0 ? config.scheduler.total_num_steps : 300);
   if (rank == 0) {
-    std::cout << "gpt_train: " << gpt::count_parameters(*model) << " parameters"
-              << (grid ? " per tensor rank" : "") << " (" << o.model.n_layer << " layers, d_model "
-              << o.model.d_model << ", " << o.model.n_head << " heads, context " << o.model.context
-              << ", vocab " << o.model.vocab_size << "), " << data.num_tokens() << " tokens from "
-              << o.data << "\n"
+    std::cout << "gpt_train: " << gpt::count_parameters(*net) << " parameters"
+              << (o.pipeline && grid->pipeline_size() > 1  ? " on pipeline stage 0"
+                  : parsed.config.tensor_parallel_size > 1 ? " per tensor rank"
+                                                           : "")
+              << " (" << o.model.n_layer << " layers, d_model " << o.model.d_model << ", "
+              << o.model.n_head << " heads, context " << o.model.context << ", vocab "
+              << o.model.vocab_size << "), " << data.num_tokens() << " tokens from " << o.data
+              << "\n"
               << "gpt_train: ZeRO stage " << engine.stage() << ", " << engine.world_size()
               << " rank(s)" << (grid ? " (" + grid->to_string() + ")" : std::string())
               << ", micro batch " << micro << " x accumulation " << accumulation << " x "
@@ -285,7 +328,7 @@ int train(int argc, char** argv) {
   // Fine-tuning: the exported weights replace the initial ones (a checkpoint in --save_dir,
   // loaded next, takes precedence: a resumed run continues from its own state).
   if (!o.load_weights.empty()) {
-    zero::load_state_dict(*model, o.load_weights);
+    zero::load_state_dict(*net, o.load_weights);
     if (rank == 0) std::cout << "gpt_train: weights from " << o.load_weights << std::endl;
   }
 
@@ -318,17 +361,24 @@ int train(int argc, char** argv) {
                         static_cast<double>(data.num_tokens()));
       engine.set_progress_field("epoch", epoch);
     }
-    double loss_sum = 0;
-    for (int64_t m = 0; m < accumulation; ++m) {
-      const gpt::Batch batch = data.batch(step, m, data_rank, data_size, micro, accumulation);
-      const at::Tensor loss = o.cuda
-                                  ? model->loss(batch.tokens.to(device), batch.targets.to(device))
-                                  : model->loss(batch.tokens, batch.targets);
-      engine.backward(loss);
-      engine.step();
-      loss_sum += loss.item<double>();
+    if (o.pipeline && grid->pipeline_size() > 1) {
+      // The pipeline's schedule runs the step's micro-batches; the first and last stages load.
+      int64_t m = 0;
+      last_loss = engine.train_batch([&] {
+        const gpt::Batch batch = data.batch(step, m++, data_rank, data_size, micro, accumulation);
+        return zero::pipe::MicroBatch{batch.tokens.to(device), batch.targets.to(device)};
+      });
+    } else {
+      double loss_sum = 0;
+      for (int64_t m = 0; m < accumulation; ++m) {
+        const gpt::Batch batch = data.batch(step, m, data_rank, data_size, micro, accumulation);
+        const at::Tensor loss = micro_loss(batch.tokens.to(device), batch.targets.to(device));
+        engine.backward(loss);
+        engine.step();
+        loss_sum += loss.item<double>();
+      }
+      last_loss = loss_sum / static_cast<double>(accumulation);
     }
-    last_loss = loss_sum / static_cast<double>(accumulation);
     losses.push_back(last_loss);
     if (step == first_step) {
       first_loss = last_loss;

@@ -24,19 +24,10 @@ last_port=$((port + 19))  # its range in tests/engine/CMakeLists.txt: other test
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+source "$(dirname "$0")/gpt_run.sh"
 run() {  # NAME WORLD TP STAGE [MORE gpt_train FLAGS] (RUN_STEPS: other than STEPS)
-  local log=$tmp/$1.log
-  if ! "$zerorun" --nproc_per_node "$2" --master_port "$port" "$train" --deepspeed_config "$config" \
-      --steps "${RUN_STEPS:-$steps}" --tp "$3" --set zero_optimization.stage="$4" \
-      --set scheduler.params.warmup_max_lr=0.003 --json_summary "${@:5}" >"$log" 2>&1; then
-    cat "$log"
-    echo "FAIL: $1 (world $2, tp $3, stage $4) exited non-zero"
-    exit 1
-  fi
-  grep -o '{"first_loss".*' "$log" | tail -1 >"$tmp/$1.json"
-  [ -s "$tmp/$1.json" ] || { cat "$log"; echo "FAIL: $1 printed no summary"; exit 1; }
-  port=$((port + 1))
-  ((port <= last_port)) || { echo "FAIL: more runs than the 20 ports this test owns"; exit 1; }
+  gpt_run "$1" "$2" --tp "$3" --set zero_optimization.stage="$4" \
+    --set scheduler.params.warmup_max_lr=0.003 "${@:5}"
 }
 
 run base 1 1 1
