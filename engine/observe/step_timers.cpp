@@ -11,7 +11,8 @@ namespace zero {
 
 const char* timer_name(TimerPart part) {
   static const char* const kNames[kTimerParts] = {
-      "fwd", "bwd", "bwd_inner", "bwd_allreduce", "step", "stage3_gather_wait", "offload_copy"};
+      "fwd",          "bwd",           "bwd_inner", "bwd_allreduce", "step", "stage3_gather_wait",
+      "offload_copy", "pipe_schedule", "pipe_wait"};
   return kNames[static_cast<int>(part)];
 }
 
@@ -79,9 +80,14 @@ std::string StepTimers::breakdown_line(Communicator& comm, const at::Device& dev
     line += buf;
   };
   for (int k = 0; k < kTimerParts; ++k) {
-    // Ours only where they happened on some rank (stage 3 gathers, offloaded optimizers).
+    // Ours only where they happened on some rank (stage 3 gathers, offloaded optimizers,
+    // pipelines); a pipeline's backward() and step() parts: its bwd ones never happen.
     const auto part = static_cast<TimerPart>(k);
-    if ((part == TimerPart::kGatherWait || part == TimerPart::kOffloadCopy) && v[k] <= 0) continue;
+    const bool ours = part == TimerPart::kGatherWait || part == TimerPart::kOffloadCopy ||
+                      part == TimerPart::kPipeSchedule || part == TimerPart::kPipeWait;
+    const bool backward_part =
+        part == TimerPart::kBwd || part == TimerPart::kBwdInner || part == TimerPart::kBwdAllreduce;
+    if ((ours || backward_part) && v[k] <= 0) continue;
     put(timer_name(part), k);
   }
   put("total", kTimerParts);

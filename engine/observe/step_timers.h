@@ -20,8 +20,21 @@ namespace zero {
 // (bwd_inner: autograd; bwd_allreduce: waiting for the reductions after it), step is step().
 // gather_wait (stage 3: host time in a block's gathers, in fwd and bwd) and offload_copy
 // (gradients copied to the offloaded optimizer as buckets land, in bwd) are parts of those.
-enum class TimerPart { kFwd, kBwd, kBwdInner, kBwdAllreduce, kStep, kGatherWait, kOffloadCopy };
-constexpr int kTimerParts = 7;
+// A pipeline's train_batch is pipe_schedule (its forwards, backwards, exchanges and reductions)
+// then step; pipe_wait, part of pipe_schedule, is the time in exchanges with the neighbouring
+// stages (the bubble, and the messages themselves).
+enum class TimerPart {
+  kFwd,
+  kBwd,
+  kBwdInner,
+  kBwdAllreduce,
+  kStep,
+  kGatherWait,
+  kOffloadCopy,
+  kPipeSchedule,
+  kPipeWait
+};
+constexpr int kTimerParts = 9;
 const char* timer_name(TimerPart part);
 
 class StepTimers {

@@ -79,6 +79,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
                " (its layers do not use it in a differentiable way)");
     return grad;
   };
+  s.timers.enter();  // the time since the last engine call is the program's (fwd)
   // Stage 3: this stage's layers gathered once for the batch, released before the step.
   s.stage->hold_gathered(true);
   for (const pipe::Instruction& in : s.pipe_program) {
@@ -117,8 +118,12 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
           behind.push_back(pipe::post_sends(*s.pipe_group, sends, device));
           break;
         }
-        const auto got = pipe::exchange(*s.pipe_group, sends, receives, device);
-        wait_behind();  // ran before this step: done
+        std::vector<std::vector<at::Tensor>> got;
+        {
+          ScopedPart wait(&s.timers, TimerPart::kPipeWait);
+          got = pipe::exchange(*s.pipe_group, sends, receives, device);
+          wait_behind();  // ran before this step: done
+        }
         size_t k = 0;
         for (const pipe::Transfer& t : in.transfers) {
           if (t.kind != pipe::Transfer::Kind::kRecv) continue;
@@ -205,11 +210,17 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         if (s.comm->rank() == 0)  // the progress line's and monitors' loss
           s.window_loss = at::full({}, batch_loss, at::TensorOptions().dtype(at::kDouble));
         s.micro_steps += micro_batches;
+        s.timers.leave(TimerPart::kPipeSchedule);
+        s.timers.enter();
         s.optimizer_step();
+        s.timers.leave(TimerPart::kStep);
         s.after_optimizer_step();
         break;
-      case pipe::Instruction::Op::kReduceTied:
-        wait_behind();
+      case pipe::Instruction::Op::kReduceTied: {
+        {
+          ScopedPart wait(&s.timers, TimerPart::kPipeWait);
+          wait_behind();
+        }
         // A tied module's copies sum their gradients over the stages that hold them, before the
         // data-parallel reduction (a sum commutes with the data average).
         for (const Impl::Tie& tie : s.ties)
@@ -219,6 +230,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
             tie.group->all_reduce(grad, ReduceOp::kSum)->wait();
           }
         break;
+      }
       case pipe::Instruction::Op::kReduce:
         s.stage->reduce_deferred();
         break;
