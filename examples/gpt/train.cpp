@@ -234,13 +234,11 @@ int train(int argc, char** argv) {
   ZERO_CHECK(!o.model.sequence_parallel || parsed.config.tensor_parallel_size > 1, zero::UsageError,
              "--sequence-parallel splits the sequence over the tensor-parallel ",
              "ranks: give --tp N with N > 1 (or tensor_parallel.autotp_size)");
-  ZERO_CHECK(!o.pipeline || parsed.config.tensor_parallel_size == 1, zero::UsageError,
-             "--pp with --tp: tensor parallelism inside pipeline stages is not built yet");
   ZERO_CHECK(!o.pipeline || o.sample == 0, zero::UsageError,
              "--sample needs the whole model on every rank; not with --pp");
-  if (o.pipeline) grid = zero::parallel_grid(parsed.config, world);
-  if (parsed.config.tensor_parallel_size > 1) {
+  if (o.pipeline || parsed.config.tensor_parallel_size > 1)
     grid = zero::parallel_grid(parsed.config, world);
+  if (parsed.config.tensor_parallel_size > 1) {
     const int tp = grid->tensor_size();
     ZERO_CHECK(o.model.n_head % tp == 0 && o.model.vocab_size % tp == 0, zero::UsageError, "--tp ",
                tp, ": the tensor-parallel degree must divide the heads (", o.model.n_head,

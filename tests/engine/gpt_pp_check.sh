@@ -3,7 +3,8 @@
 # (gpt_train --pp N: embedding tied to the head across the first and last stages) trains the
 # model one process trains from the same layers: pp 2 with 1f1b, zb-h1 and interleaved (2 model
 # chunks per stage) and pp 4 x 1f1b at ZeRO stage 1 and pp 2 at stage 3; every step's loss equal
-# to 1e-5 (relative) for STEPS steps (default 10), 4 micro-batches per step. pp 2 x dp 2 at stage 2
+# to 1e-5 (relative) for STEPS steps (default 10), 4 micro-batches per step; tp 2 x pp 2 (the
+# blocks' matrices split over the tensor ranks inside each stage) too. pp 2 x dp 2 at stage 2
 # against zb-h1 at stage 0 (a pipeline reports the loss averaged over its data ranks, gpt_train
 # without one rank 0's: pipe_train_w4 compares data ranks with one process). A run saved halfway and resumed at pp 2 has the uninterrupted run's
 # losses bit for bit; one resumed at pp 4 from pp 2's checkpoint goes on to 1e-5.
@@ -25,6 +26,7 @@ run zb 2 2 1 --schedule zb-h1
 run interleaved 2 2 1 --schedule interleaved --virtual-stages 2
 run pp4 4 4 1
 run pp2s3 2 2 3
+run tp2pp2 4 2 1 --tp 2
 run pp2dp2 4 2 2
 run pp2dp2s0 4 2 0 --schedule zb-h1
 RUN_STEPS=$((steps / 2)) run first_half 2 2 1 --save_dir "$tmp/ckpt"
@@ -52,7 +54,7 @@ def close(name, got, want):
     print(f"{'ok  ' if ok else 'FAIL'} {name}: {len(got)} losses, max rel diff {worst:.2e}, "
           f"loss {want[0]:.4f} -> {want[-1]:.4f}")
 for name, ref in (("pp2", "base"), ("zb", "base"), ("interleaved", "base"), ("pp4", "base"),
-                  ("pp2s3", "base"), ("pp2dp2", "pp2dp2s0")):
+                  ("pp2s3", "base"), ("tp2pp2", "base"), ("pp2dp2", "pp2dp2s0")):
     close(f"{name} vs {ref}", load(name), load(ref))
 half = steps // 2
 resumed = load("first_half") + load("resumed")

@@ -5,6 +5,7 @@
 gpt_run() {
   local name=$1 world=$2 log=$tmp/$1.log
   shift 2
+  ((port <= last_port)) || { echo "FAIL: more runs than the ports this test owns"; exit 1; }
   if ! "$zerorun" --nproc_per_node "$world" --master_port "$port" "$train" \
       --deepspeed_config "$config" --steps "${RUN_STEPS:-$steps}" --json_summary "$@" >"$log" 2>&1; then
     cat "$log"
@@ -14,5 +15,4 @@ gpt_run() {
   grep -o '{"first_loss".*' "$log" | tail -1 >"$tmp/$name.json"
   [ -s "$tmp/$name.json" ] || { cat "$log"; echo "FAIL: $name printed no summary"; exit 1; }
   port=$((port + 1))
-  ((port <= last_port)) || { echo "FAIL: more runs than the ports this test owns"; exit 1; }
 }
