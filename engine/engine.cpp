@@ -11,6 +11,7 @@
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/pipe/module.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/sharded.h>
@@ -261,6 +262,15 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     const pipe::ScheduleKind kind = pipe::parse_schedule_kind(config.pipeline_schedule);
     const int chunks =
         kind == pipe::ScheduleKind::kInterleaved ? config.pipeline_virtual_stages : 1;
+    if (impl->pipeline && kind == pipe::ScheduleKind::kZeroBubbleH1) {
+      bool checkpointed = impl->pipeline->options().activation_checkpoint_interval() > 0;
+      for (const auto& m : model->modules(/*include_self=*/false))
+        checkpointed = checkpointed || dynamic_cast<CheckpointedImpl*>(m.get()) != nullptr;
+      ZERO_CHECK(!checkpointed, UsageError,
+                 "initialize: the zb-h1 schedule with activation checkpointing (a "
+                 "zero::Checkpointed layer or PipelineOptions::activation_checkpoint_interval): "
+                 "its input-gradient pass cannot drive a recompute; use 1f1b or interleaved");
+    }
     if (impl->pipeline)
       ZERO_CHECK(impl->pipeline->virtual_stages() == chunks, UsageError,
                  "initialize: the PipelineModule has ", impl->pipeline->virtual_stages(),
@@ -416,6 +426,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));
   impl->activations =
       detail::attach_checkpoints(*model, config, rank, ordered[0].second.device(), impl->tensor);
+  if (impl->pipeline) impl->pipeline->attach_checkpointing(impl->activations);
   if (config.wall_clock_breakdown)
     impl->timers.sync_device_at_boundaries(ordered[0].second.device());
   impl->optimizer = detail::make_optimizer(config, swap_folders, comm->rank());

@@ -1,6 +1,7 @@
 // PipelineModule: the partition, the seeded build of this stage's layers, their forward.
 #include <zero/engine/pipe/module.h>
 
+#include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/pipe/partition.h>
 #include <zero/error.h>
 
@@ -97,8 +98,25 @@ PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<Lay
 at::Tensor PipelineModuleImpl::forward(const at::Tensor& x, int chunk) {
   ZERO_CHECK(chunk >= 0 && chunk < virtual_stages(), UsageError, "PipelineModule: chunk ", chunk,
              " of a stage with ", virtual_stages(), " model chunks");
+  const size_t n = chunks_[chunk].size();
+  const size_t k = static_cast<size_t>(std::max(0, options_.activation_checkpoint_interval()));
+  if (k == 0) return run_layers(chunk, 0, n, x);
   at::Tensor h = x;
-  for (Owned& o : chunks_[chunk]) {
+  // The recompute runs in backward, after this forward returned: the function owns its range.
+  for (size_t begin = 0; begin < n; begin += k) {
+    const size_t end = std::min(n, begin + k);
+    h = checkpoint([this, chunk, begin,
+                    end](const at::Tensor& in) { return run_layers(chunk, begin, end, in); },
+                   h, checkpointing_);
+  }
+  return h;
+}
+
+at::Tensor PipelineModuleImpl::run_layers(int chunk, size_t begin, size_t end,
+                                          const at::Tensor& x) {
+  at::Tensor h = x;
+  for (size_t i = begin; i < end; ++i) {
+    Owned& o = chunks_[chunk][i];
     try {
       h = o.forward ? o.forward(o.layer, h) : o.layer.forward<at::Tensor>(h);
     } catch (const c10::Error& e) {

@@ -164,6 +164,7 @@ struct TrainCase {
   int chunks = 1, stage = 0, m = 1;
   double clip = 0.05;  // the norm counts every stage's gradients once
   bool tied = false;   // the input layer tied to a layer on the last stage (specs())
+  int interval = 0;    // PipelineOptions::activation_checkpoint_interval
 };
 
 void train_suite(const std::shared_ptr<Communicator>& world) {
@@ -193,24 +194,30 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
                                     {"zb-h1", 1, 0, 1},
                                     {"zb-h1", 1, 1, 8},
                                     {"zb-h1", 1, 2, 4, 0},
-                                    {"zb-h1", 1, 3, pp, 0.05, true}};
+                                    {"zb-h1", 1, 3, pp, 0.05, true},
+                                    {"1f1b", 1, 1, 4, 0, false, 2},
+                                    {"interleaved", 2, 3, 8, 0.05, false, 1}};
     if (pp == 2) cases.push_back({"interleaved", 3, 1, 4});
     // Refused alike on every rank, before any collective: chunks the module and the config
-    // disagree on, micro-batches interleaving cannot split.
-    auto refused = [&](const std::string& pipeline, int chunks, int m, const std::string& want) {
+    // disagree on, zb-h1 with checkpoints, micro-batches interleaving cannot split.
+    auto refused = [&](const std::string& pipeline, int chunks, int m, const std::string& want,
+                       int interval = 0) {
       Case c;
       c.gas = m, c.micro = micro_rows;
       c.extra_top = zero::detail::str(R"(, "pipeline": {"stages": )", pp, ", ", pipeline, "}");
       const ParsedConfig parsed = parse(config_json(c, w), w);
       const ParallelGrid grid = parallel_grid(parsed.config, world);
-      pipe::PipelineModule module(grid, specs(blocks),
-                                  pipe::PipelineOptions().virtual_stages(chunks));
+      pipe::PipelineModule module(
+          grid, specs(blocks),
+          pipe::PipelineOptions().virtual_stages(chunks).activation_checkpoint_interval(interval));
       expect_throw<Error>(pipeline, want, [&] { initialize(module.ptr(), parsed, grid); });
     };
     refused(R"("schedule": "interleaved", "virtual_stages": 2)", 1, pp,
             "the PipelineModule has 1 virtual stages (PipelineOptions::virtual_stages) but the "
             "config's schedule interleaved runs 2");
     refused(R"("schedule": "1f1b")", 2, pp, "runs 1 model chunks per stage");
+    refused(R"("schedule": "zb-h1")", 1, pp, "the zb-h1 schedule with activation checkpointing",
+            /*interval=*/2);
     refused(R"("schedule": "interleaved", "virtual_stages": 2)", 2, pp + 1,
             "must be a multiple of the pipeline stages");
 
@@ -263,8 +270,11 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
       // The pipeline.
       pipe::PipelineModule module(
           grid, specs(blocks, tc.tied),
-          pipe::PipelineOptions().partition_method("uniform").virtual_stages(tc.chunks).loss_fn(
-              [](const torch::Tensor& out, const torch::Tensor& labels) {
+          pipe::PipelineOptions()
+              .partition_method("uniform")
+              .virtual_stages(tc.chunks)
+              .activation_checkpoint_interval(tc.interval)
+              .loss_fn([](const torch::Tensor& out, const torch::Tensor& labels) {
                 return torch::mse_loss(out, labels);
               }));
       Engine engine = initialize(module.ptr(), parsed, grid);
@@ -298,6 +308,10 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
           EXPECT(end.gathered_params_bytes == 0, "stage 3 keeps ", end.gathered_params_bytes,
                  " gathered bytes after a batch");
       }
+      // activation_checkpoint_interval: the groups of layers ran as checkpoints.
+      if (tc.interval > 0)
+        EXPECT(engine.activation_checkpointing()->stats().checkpoints > 0,
+               "no checkpoint with activation_checkpoint_interval ", tc.interval);
       // Stages 2 and 3 accumulate a pipeline stage's gradients whole over the batch: the full
       // buffer (stage 1's) and the shard.
       if (tc.stage >= 2)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <zero/comm/parallel_grid.h>
+#include <zero/engine/activation/activation_checkpointing.h>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
@@ -57,6 +58,10 @@ struct PipelineOptions {
   // Model chunks per stage: the config's pipeline.virtual_stages with the interleaved schedule
   // (zero::initialize checks that they agree), 1 otherwise.
   TORCH_ARG(int, virtual_stages) = 1;
+  // DeepSpeed's activation_checkpoint_interval: every k consecutive layers of a model chunk run as
+  // one zero::checkpoint (only the group's input kept; recomputed in backward). 0: none. Not
+  // with the zb-h1 schedule, whose input-gradient pass cannot drive a recompute.
+  TORCH_ARG(int, activation_checkpoint_interval) = 0;
 };
 
 class PipelineModuleImpl : public torch::nn::Module {
@@ -92,6 +97,11 @@ class PipelineModuleImpl : public torch::nn::Module {
   // This stage's layers, chunk by chunk: (global index, layer); a tied module once, under the
   // first index of its key on this stage.
   std::vector<std::pair<int, torch::nn::AnyModule>> owned_layers() const;
+  // zero::initialize: the engine's activation checkpointing settings and counters, for the
+  // checkpoints of activation_checkpoint_interval.
+  void attach_checkpointing(std::shared_ptr<ActivationCheckpointing> context) {
+    checkpointing_ = std::move(context);
+  }
   // A tie key held by more than one stage: the stages in order (the first counts the gradient
   // norm) and, on a stage that holds it, the shared module (else empty).
   struct Tie {
@@ -103,6 +113,8 @@ class PipelineModuleImpl : public torch::nn::Module {
 
  private:
   int first_of_key(const std::string& key) const;
+  // Layers [begin, end) of model chunk `chunk` on x.
+  at::Tensor run_layers(int chunk, size_t begin, size_t end, const at::Tensor& x);
 
   std::vector<LayerSpec> specs_;
   PipelineOptions options_;
@@ -116,6 +128,7 @@ class PipelineModuleImpl : public torch::nn::Module {
   };
   std::vector<std::vector<Owned>> chunks_;
   std::map<std::string, torch::nn::AnyModule> tied_;  // this stage's tied modules by key
+  std::shared_ptr<ActivationCheckpointing> checkpointing_;
 };
 TORCH_MODULE(PipelineModule);
 
