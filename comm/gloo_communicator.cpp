@@ -497,6 +497,11 @@ std::shared_ptr<Communicator> GlooCommunicator::new_group(const std::vector<int>
   spec.rank = static_cast<int>(it - ranks.begin());
   spec.size = static_cast<int>(ranks.size());
   auto group = std::make_shared<GlooCommunicator>(std::move(spec));
+  // A rank's rendezvous ends once its own pairs connect, maybe before a peer's handshake on one of
+  // them has: a rank that then dropped the group (an error right after, a short-lived grid)
+  // failed the peer's rendezvous ("connection closed by peer"). Nobody returns before everyone
+  // is connected.
+  group->barrier()->wait();
   group->set_comms_log(comms_log());
   return group;
 }
