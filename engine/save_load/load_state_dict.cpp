@@ -243,14 +243,15 @@ LoadedStateDict load_state_dict(torch::nn::Module& model, const std::string& fil
     for (const WeightsFile::Entry& e : file->entries())
       if (!any_stage.count(e.name)) result.unexpected_keys.push_back(e.name);
     detail::agree(s, "load_state_dict " + file_path, device, [&] {
-      ZERO_CHECK(!strict || (result.missing_keys.empty() && result.unexpected_keys.empty()),
-                 CheckpointError, "load_state_dict: ", file_path, " does not fit the pipeline: ",
-                 result.missing_keys.size(), " of this stage's names missing",
-                 result.missing_keys.empty() ? "" : " (first '" + result.missing_keys[0] + "')",
-                 ", ", result.unexpected_keys.size(), " names no stage holds",
-                 result.unexpected_keys.empty() ? ""
-                                                : " (first '" + result.unexpected_keys[0] + "')",
-                 " (strict=false loads what matches and returns the rest)");
+      ZERO_CHECK(
+          !strict || (result.missing_keys.empty() && result.unexpected_keys.empty()),
+          CheckpointError, "load_state_dict: ", file_path,
+          " does not fit the pipeline: ", result.missing_keys.size(),
+          " of this stage's names missing",
+          result.missing_keys.empty() ? "" : " (first '" + result.missing_keys[0] + "')", ", ",
+          result.unexpected_keys.size(), " names no stage holds",
+          result.unexpected_keys.empty() ? "" : " (first '" + result.unexpected_keys[0] + "')",
+          " (strict=false loads what matches and returns the rest)");
     });
   }
   load_through_engine(s, targets, *file);

@@ -352,7 +352,8 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
       }
       const std::string label = zero::detail::str(
           "pp ", pp, " x dp ", dp, " ", tc.schedule, " (", tc.chunks, " chunks) stage ", tc.stage,
-          " m ", m, tc.clip > 0 ? " clipped" : "", tc.tied ? " tied" : "");
+          " m ", m, tc.clip > 0 ? " clipped" : "", tc.tied ? " tied" : "",
+          tc.interval ? zero::detail::str(" checkpoint every ", tc.interval) : "");
       // The tied module's copies on the stages that hold it have the same bits (stages 0-2:
       // whole between batches).
       if (tc.tied && tc.stage <= 2) {

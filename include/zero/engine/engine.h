@@ -171,9 +171,9 @@ class Engine {
                               const nlohmann::json& client_state = nlohmann::json::object());
   // Loads load_dir/<tag> (tag "": the one `latest` names), saved by any world size and stage
   // (and any tensor and pipeline grid: parameters are matched by name, a pipeline's as
-  // layers.<i>.<name>); each rank reads only the ranges of its own shard. std::nullopt, with a warning, when tag is
-  // empty and there is no `latest` (DeepSpeed's (None, None)). Throws CheckpointError for a
-  // missing, corrupt or mismatching checkpoint, naming the file and tensor.
+  // layers.<i>.<name>); each rank reads only the ranges of its own shard. std::nullopt, with a
+  // warning, when tag is empty and there is no `latest` (DeepSpeed's (None, None)). Throws
+  // CheckpointError for a missing, corrupt or mismatching checkpoint, naming the file and tensor.
   std::optional<LoadedCheckpoint> load_checkpoint(const std::string& load_dir,
                                                   const std::string& tag = "",
                                                   const LoadOptions& options = {});
