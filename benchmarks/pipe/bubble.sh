@@ -6,9 +6,8 @@
 # schedule's formula leaves idle with equal stages and free messages:
 #   1f1b:                   (p - 1) / (m + p - 1)
 #   interleaved (v chunks): (p - 1) / (v m + p - 1)
-#   zb-h1:                  (p - 1) / (3 m + p - 1)   with F = B = W; here W runs the backward
-#                           again (its input part too), so its F : B : W is nearer 1 : 1 : 2 and
-#                           its steps take longer.
+#   zb-h1:                  (p - 1) / (3 m + p - 1)   with F = B = W (here B and W each run
+#                           about half of the backward's work, so F : B : W is nearer 2 : 1 : 1).
 # On this machine's 2 cores P = 2 is one rank per core; larger P is time-sliced. Stages are not
 # equal: the last holds the head and the loss, the partition balances parameters.
 # Environment: BUILD_DIR (build), P (2), MS ("4 8"), STEPS (20), PORT (30374), SHAPE (gpt_train

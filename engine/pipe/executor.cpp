@@ -3,6 +3,7 @@
 // neighbours, each micro-batch's backward between the stage's start_backward / finish_backward
 // (the last one the accumulation boundary, where ZeRO reduces), then one optimizer step.
 #include "engine_impl.h"
+#include "pipe/split_backward.h"
 
 #include <zero/engine/pipe/module.h>
 #include <zero/engine/pipe/p2p.h>
@@ -10,8 +11,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <map>
 
@@ -53,8 +52,8 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
     s.pipe_group->broadcast(loss, s.pipeline_size - 1)->wait();
     return loss.item<double>();
   };
-  // zb-h1: what a backward-input pass ran from (root and its gradient), for its weight pass.
-  std::map<Slot, std::pair<at::Tensor, at::Tensor>> roots;
+  // zb-h1: each micro-batch's backward between its input pass and its weight pass.
+  std::map<Slot, pipe::SplitBackward> splits;
   // Sends posted without waiting (zb-h1); the communicator runs them before any later step.
   std::vector<pipe::PendingSends> behind;
   auto wait_behind = [&] {
@@ -167,39 +166,28 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
       case pipe::Instruction::Op::kBackwardInput: {
         // zb-h1's B: only the input's gradient (what the previous stage waits for), the graph
         // kept for the weight pass; no parameter gradient is accumulated.
-        roots[slot] = root_of(slot);
+        const auto [root, seed] = root_of(slot);
         grads_in.erase(slot);
-        if (module.is_first_part(in.chunk)) break;
-        const auto& [root, seed] = roots.at(slot);
-        const at::Tensor& x = inputs.at(slot);
+        const at::Tensor x = module.is_first_part(in.chunk) ? at::Tensor() : inputs.at(slot);
         at::Tensor grad;
-        if (x.requires_grad()) {
-          try {
-            grad = torch::autograd::Engine::get_default_engine().execute(
-                {torch::autograd::impl::gradient_edge(root)}, {seed}, /*keep_graph=*/true,
-                /*create_graph=*/false, /*accumulate_grad=*/false,
-                {torch::autograd::impl::gradient_edge(x)})[0];
-          } catch (const UsageError& e) {
-            throw UsageError(detail::str("train_batch: the zb-h1 schedule's ",
-                                         what("input-gradient pass", in.micro, in.chunk),
-                                         " failed (activation checkpointing cannot run it; use "
-                                         "1f1b or interleaved): ",
-                                         e.what()));
-          }
+        try {
+          grad = splits[slot].input_pass(root, seed, x);
+        } catch (const UsageError& e) {
+          throw UsageError(detail::str("train_batch: the zb-h1 schedule's ",
+                                       what("input-gradient pass", in.micro, in.chunk),
+                                       " failed (activation checkpointing cannot run it; use "
+                                       "1f1b or interleaved): ",
+                                       e.what()));
         }
-        grads_out[slot] = input_grad(slot, grad);
+        if (!module.is_first_part(in.chunk)) grads_out[slot] = input_grad(slot, grad);
         break;
       }
       case pipe::Instruction::Op::kBackwardWeight: {
-        // zb-h1's W: the whole backward again from the same root (input gradients included,
-        // which costs a second pass through them), accumulating the parameters' gradients.
+        // zb-h1's W: the parameters' gradients from what B kept (split_backward.h).
         s.stage->start_backward(++backwards == micro_batches * chunks);
-        const auto [root, seed] = roots.at(slot);
-        torch::autograd::Engine::get_default_engine().execute(
-            {torch::autograd::impl::gradient_edge(root)}, {seed}, /*keep_graph=*/false,
-            /*create_graph=*/false, /*accumulate_grad=*/true, {});
+        splits.at(slot).weight_pass();
         s.stage->finish_backward();
-        roots.erase(slot);
+        splits.erase(slot);
         inputs.erase(slot);
         outputs.erase(slot);
         break;

@@ -8,24 +8,39 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <limits>
 #include <mutex>
 
 namespace zero::pipe {
 namespace {
 
-// Trainable parameters of each layer, each built once under the caller's RNG state, which is
-// restored afterwards: counting draws nothing the model's build would see.
-std::vector<int64_t> count_trainable(const std::vector<LayerSpec>& specs) {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  at::Tensor saved;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    saved = gen.get_state();
+// Runs its body under the caller's CPU RNG state, restored afterwards: building or running
+// layers to measure them draws nothing the model's build would see.
+class CpuRngKept {
+ public:
+  CpuRngKept() : gen_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    saved_ = gen_.get_state();
   }
+  ~CpuRngKept() {
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    gen_.set_state(saved_);
+  }
+
+ private:
+  at::Generator gen_;
+  at::Tensor saved_;
+};
+
+// Trainable parameters of each layer, each built once.
+std::vector<int64_t> count_trainable(const std::vector<LayerSpec>& specs) {
+  CpuRngKept kept;
   std::vector<int64_t> counts;
   for (const LayerSpec& s : specs) {
     int64_t n = 0;
@@ -33,8 +48,6 @@ std::vector<int64_t> count_trainable(const std::vector<LayerSpec>& specs) {
       if (p.requires_grad()) n += p.numel();
     counts.push_back(n);
   }
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(saved);
   return counts;
 }
 
@@ -61,9 +74,16 @@ PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<Lay
   std::transform(method.begin(), method.end(), method.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const bool counts_needed = method == "parameters";
+  std::vector<double> seconds;
+  if (method == "profile") {
+    ZERO_CHECK(options_.profile_input().defined(), UsageError,
+               "PipelineModule: partition method 'profile' needs PipelineOptions::profile_input "
+               "(a sample micro-batch's inputs, to time each layer on)");
+    seconds = profile_layers(specs_, options_.profile_input(), options_.base_seed(), *grid.world());
+  }
   parts_ = partition_layers(options_.partition_method(),
                             counts_needed ? count_trainable(specs_) : std::vector<int64_t>(n, 0),
-                            names, count);
+                            names, count, seconds);
   chunks_.resize(chunks);  // partition_text names parts by it
   for (int k = 0; k < count; ++k)
     ZERO_CHECK(parts_[k + 1] > parts_[k], UsageError, "PipelineModule: partition method '",
@@ -161,6 +181,54 @@ std::vector<PipelineModuleImpl::Tie> PipelineModuleImpl::ties() const {
     out.push_back({key, list, it == tied_.end() ? torch::nn::AnyModule() : it->second});
   }
   return out;
+}
+
+std::vector<double> profile_layers(const std::vector<LayerSpec>& specs, const at::Tensor& sample,
+                                   int64_t base_seed, Communicator& world) {
+  const int n = static_cast<int>(specs.size());
+  at::Tensor seconds = at::zeros({n}, at::kFloat);
+  if (world.rank() == 0) {
+    CpuRngKept kept;
+    const at::Device device = sample.device();
+    auto sync = [&] {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+    };
+    at::Tensor h = sample;
+    for (int i = 0; i < n; ++i) {
+      const LayerSpec& spec = specs[i];
+      int built_as = i;  // a tied use runs a module built as its key's first layer
+      for (int k = 0; k < i && built_as == i && !spec.tie_key.empty(); ++k)
+        if (specs[k].tie_key == spec.tie_key) built_as = k;
+      torch::manual_seed(static_cast<uint64_t>(base_seed + built_as));
+      torch::nn::AnyModule layer = specs[built_as].build();
+      layer.ptr()->to(device);
+      double best = std::numeric_limits<double>::infinity();
+      at::Tensor out;
+      for (int run = 0; run < 3; ++run) {  // the best of three: the first pays for allocations
+        at::Tensor x = h.detach();
+        if (at::isFloatingType(x.scalar_type())) x.requires_grad_(true);
+        sync();
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          out = spec.tied_forward ? spec.tied_forward(layer, x) : layer.forward<at::Tensor>(x);
+        } catch (const c10::Error& e) {
+          throw UsageError(
+              "PipelineModule: profiling layer " + std::to_string(i) + " (" + spec.type_name +
+              ") failed or it did not return one tensor: " + e.what_without_backtrace());
+        }
+        if (out.requires_grad()) out.backward(at::ones_like(out));
+        sync();
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      seconds[i] = best;
+      h = out.detach();
+    }
+  }
+  at::Tensor sent = world.backend() == Backend::kNccl ? seconds.to(at::kCUDA) : seconds;
+  world.broadcast(sent, 0)->wait();
+  seconds = sent.cpu();
+  return std::vector<double>(seconds.data_ptr<float>(), seconds.data_ptr<float>() + n);
 }
 
 int layer_index(const std::string& name) {

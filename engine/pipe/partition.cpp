@@ -58,7 +58,8 @@ std::vector<int> partition_balanced(const std::vector<double>& weights, int stag
 
 std::vector<int> partition_layers(const std::string& method_in,
                                   const std::vector<int64_t>& trainable_parameters,
-                                  const std::vector<std::string>& type_names, int stages) {
+                                  const std::vector<std::string>& type_names, int stages,
+                                  const std::vector<double>& layer_seconds) {
   std::string method = method_in;
   std::transform(method.begin(), method.end(), method.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -70,6 +71,11 @@ std::vector<int> partition_layers(const std::string& method_in,
                " layers");
     return partition_balanced(
         std::vector<double>(trainable_parameters.begin(), trainable_parameters.end()), stages);
+  }
+  if (method == "profile") {
+    ZERO_CHECK(layer_seconds.size() == type_names.size(), UsageError,
+               "partition_layers: ", layer_seconds.size(), " layer times for ", layers, " layers");
+    return partition_balanced(layer_seconds, stages);
   }
   if (method.rfind("type:", 0) == 0) {
     const std::string pattern = method.substr(5);
@@ -89,7 +95,7 @@ std::vector<int> partition_layers(const std::string& method_in,
     return partition_balanced(matches, stages);
   }
   throw ConfigError("pipeline partition method '" + method_in +
-                    "' is not one of: uniform, parameters, type:REGEX");
+                    "' is not one of: uniform, parameters, type:REGEX, profile");
 }
 
 }  // namespace zero::pipe

@@ -54,9 +54,11 @@ struct Options {
   std::string data = ZERO_GPT_DEFAULT_DATA;
   int64_t steps = 0;  // 0: the scheduler's total_num_steps, else 300
   uint64_t seed = 1234;
-  bool cuda = false;          // --device cuda: model and batches on cuda:LOCAL_RANK
-  bool json_summary = false;  // one final JSON line: loss, ms/step, peak memory
-  std::string save_dir;       // checkpoints: resume from its latest, save every N and at the end
+  bool cuda = false;  // --device cuda: model and batches on cuda:LOCAL_RANK
+  // One final JSON line from rank 0: loss, ms/step, peak memory; and from every other rank its
+  // parameters and peak memory (stages and tensor ranks hold different shares).
+  bool json_summary = false;
+  std::string save_dir;  // checkpoints: resume from its latest, save every N and at the end
   int64_t save_every = 0;
   std::string load_weights;             // an export (safetensors or torch format) to start from
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
@@ -397,6 +399,13 @@ int train(int argc, char** argv) {
                 << "):\n"
                 << tokenizer.decode(out) << std::endl;
   }
+  if (o.json_summary && rank != 0) {
+    std::string source;
+    const int64_t peak = peak_memory_bytes(device, &source);
+    std::cout << "{\"rank\": " << rank << ", \"parameters\": " << gpt::count_parameters(*net)
+              << ", \"peak_memory_bytes\": " << peak << ", \"memory_source\": \"" << source << "\"}"
+              << std::endl;
+  }
   if (o.json_summary && rank == 0) {
     if (o.cuda) torch::cuda::synchronize(device.index());
     // Mean wall time of the steps after the first (which records stage 3's order, warms up).
@@ -420,11 +429,12 @@ int train(int argc, char** argv) {
         "\"peak_memory_bytes\": %lld, "
         "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
         "\"device\": \"%s\", \"tensor_parallel\": %d, "
-        "\"checkpoint_peak_bytes\": %lld, \"losses\": [",
+        "\"checkpoint_peak_bytes\": %lld, \"parameters\": %lld, \"losses\": [",
         first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
         static_cast<long long>(steps), engine.stage(), engine.world_size(), device.str().c_str(),
         engine.tensor_parallel_size(),
-        static_cast<long long>(engine.activation_checkpointing()->stats().peak_live_bytes));
+        static_cast<long long>(engine.activation_checkpointing()->stats().peak_live_bytes),
+        static_cast<long long>(gpt::count_parameters(*net)));
     std::cout << line << loss_list << "]}" << std::endl;
   }
   return 0;

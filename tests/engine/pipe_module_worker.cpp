@@ -1,6 +1,6 @@
 // zero::pipe::PipelineModule on real ranks (started by zerorun; --suite module): over a grid of
 // pp stages, each rank builds exactly its stage's layers of the partition (parameters, uniform,
-// type:block), with the values one process builds under the same seeds and the names
+// type:block, profile), with the values one process builds under the same seeds and the names
 // layers.<i>.<name>; the stages' forwards chained through zero::pipe::exchange give the whole
 // model's output; what is refused (more stages than layers, an empty stage, a layer that does not
 // return a tensor).
@@ -90,6 +90,54 @@ struct Whole {
   }
 };
 
+// Two layer types with the same parameters and very different costs: Heavy runs its Linear 40
+// times, Light only adds its bias.
+struct CostlyImpl : torch::nn::Module {
+  torch::nn::Linear fc{nullptr};
+  int repeats;
+  explicit CostlyImpl(int repeats) : repeats(repeats) {
+    fc = register_module("fc", torch::nn::Linear(64, 64));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    if (repeats == 0) return x + fc->bias;
+    for (int i = 0; i < repeats; ++i) x = torch::tanh(fc(x));
+    return x;
+  }
+};
+TORCH_MODULE(Costly);
+
+// Partition method "profile": two heavy layers then six light ones, balanced by measured time
+// (rank 0's, the same on every rank) where "parameters" would split them evenly.
+void profile_case(const ParallelGrid& grid, int pp) {
+  std::vector<pipe::LayerSpec> costly;
+  for (int i = 0; i < 8; ++i) {
+    const int repeats = i < 2 ? 40 : 0;
+    costly.emplace_back(i < 2 ? "Heavy" : "Light",
+                        [repeats] { return torch::nn::AnyModule(Costly(repeats)); });
+  }
+  expect_throw<UsageError>("profile without a sample", "needs PipelineOptions::profile_input", [&] {
+    pipe::PipelineModule m(grid, costly, pipe::PipelineOptions().partition_method("profile"));
+  });
+  torch::manual_seed(7);
+  const torch::Tensor sample = torch::randn({32, 64});
+  const std::vector<double> seconds = pipe::profile_layers(costly, sample, 1234, *grid.world());
+  EXPECT(seconds.size() == 8 && seconds[0] > 8 * seconds[7] && seconds[1] > 8 * seconds[7],
+         "profile: the heavy layers measure more than 8x the light ones (",
+         seconds.empty() ? 0.0 : seconds[0], " s vs ", seconds.empty() ? 0.0 : seconds[7], " s)");
+  const torch::Tensor before = torch::rand({1});
+  torch::manual_seed(7);
+  torch::randn({32, 64});
+  EXPECT(torch::equal(before, torch::rand({1})), "profile: the caller's RNG state is kept");
+  pipe::PipelineModule module(
+      grid, costly, pipe::PipelineOptions().partition_method("profile").profile_input(sample));
+  const std::vector<int> expected =
+      pp == 2 ? std::vector<int>{0, 1, 8} : std::vector<int>{0, 1, 2, 5, 8};
+  EXPECT(module->parts() == expected, "profile at pp ", pp, ": ", module->partition_text());
+  EXPECT(pipe::partition_layers("parameters", std::vector<int64_t>(8, 64 * 65),
+                                std::vector<std::string>(8, "Costly"), pp) != expected,
+         "profile: the parameter counts alone would partition otherwise");
+}
+
 struct TupleOut : torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) { return {x, x}; }
 };
@@ -134,6 +182,7 @@ void module_suite(const std::shared_ptr<Communicator>& world) {
         EXPECT(torch::allclose(h, whole.forward(x)), method,
                ": the chained stages give the whole model's output");
     }
+    profile_case(grid, pp);
     // Refused on every rank alike, before any collective.
     const std::vector<pipe::LayerSpec> all = specs();
     const std::vector<pipe::LayerSpec> three(all.begin(), all.begin() + 3);

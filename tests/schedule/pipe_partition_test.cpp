@@ -112,7 +112,15 @@ TEST_CASE("partition methods") {
   REQUIRE(by_type == deepspeed::partition_balanced({0, 1, 1, 1, 1, 0, 0}, 2));
   REQUIRE_THROWS_WITH(partition_layers("type:attention", params, types, 2),
                       Catch::Contains("found no layer type matching 'attention'"));
+  // Profile: balanced by the measured seconds, which the caller passes (one per layer).
+  const std::vector<double> seconds{0.5, 2, 2, 2, 2, 0.1, 3};
+  REQUIRE(partition_layers("profile", params, types, 3, seconds) ==
+          deepspeed::partition_balanced({0.5, 2, 2, 2, 2, 0.1, 3}, 3));
+  REQUIRE(partition_layers("profile", params, types, 3, seconds) !=
+          partition_layers("parameters", params, types, 3));
+  REQUIRE_THROWS_WITH(partition_layers("profile", params, types, 2),
+                      Catch::Contains("0 layer times for 7 layers"));
   REQUIRE_THROWS_WITH(partition_layers("profiled", params, types, 2),
-                      Catch::Contains("is not one of: uniform, parameters, type:REGEX"));
+                      Catch::Contains("is not one of: uniform, parameters, type:REGEX, profile"));
   REQUIRE_THROWS_AS(partition_layers("type:(", params, types, 2), zero::ConfigError);
 }

@@ -52,8 +52,13 @@ struct PipelineOptions {
   // The last stage's loss of one micro-batch from its output and labels (a scalar).
   using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& labels)>;
   TORCH_ARG(int64_t, base_seed) = 1234;  // DeepSpeed's seed_layers, always on here
-  // "parameters" (DeepSpeed's default), "uniform" or "type:REGEX" (partition.h).
+  // "parameters" (DeepSpeed's default), "uniform", "type:REGEX" (partition.h) or "profile"
+  // (balanced by each layer's measured forward + backward time on profile_input: see
+  // profile_layers).
   TORCH_ARG(std::string, partition_method) = "parameters";
+  // partition_method "profile": a sample micro-batch's inputs (what the first layer takes), on
+  // the device the layers will run on.
+  TORCH_ARG(at::Tensor, profile_input);
   TORCH_ARG(LossFn, loss_fn);
   // Model chunks per stage: the config's pipeline.virtual_stages with the interleaved schedule
   // (zero::initialize checks that they agree), 1 otherwise.
@@ -66,10 +71,11 @@ struct PipelineOptions {
 
 class PipelineModuleImpl : public torch::nn::Module {
  public:
-  // Collective over nothing: every rank computes the same partition from the specs (building
-  // each layer once, under a saved and restored RNG state, when the method needs parameter
-  // counts). UsageError when a stage (or a part, with virtual stages) would hold no layer (more
-  // parts than layers, or a partition that leaves one empty), naming it and the partition.
+  // Collective over nothing but with partition method "profile" (then over the grid's world):
+  // every rank computes the same partition from the specs (building each layer once, under a
+  // saved and restored RNG state, when the method needs parameter counts). UsageError when a stage
+  // (or a part, with virtual stages) would hold no layer (more parts than layers, or a partition
+  // that leaves one empty), naming it and the partition.
   PipelineModuleImpl(const ParallelGrid& grid, std::vector<LayerSpec> layers,
                      PipelineOptions options = {});
 
@@ -131,6 +137,14 @@ class PipelineModuleImpl : public torch::nn::Module {
   std::shared_ptr<ActivationCheckpointing> checkpointing_;
 };
 TORCH_MODULE(PipelineModule);
+
+// Partition method "profile": each layer's forward + backward time in seconds (the best of three
+// runs) on `sample`, the first layer's input, each later layer taking the one before's output;
+// layers built one at a time, after the seed the model builds them with, on the sample's device,
+// under a saved and restored CPU RNG state. Measured on world rank 0 and broadcast: collective
+// over `world`, and every rank partitions alike.
+std::vector<double> profile_layers(const std::vector<LayerSpec>& specs, const at::Tensor& sample,
+                                   int64_t base_seed, Communicator& world);
 
 // The layer index in a pipeline parameter's global name ("layers.12.fc.weight" -> 12).
 // UsageError for a name of another form.

@@ -21,10 +21,11 @@ std::vector<int> partition_balanced(const std::vector<double>& weights, int stag
 // PipelineModule's partition_method (case-insensitive): "uniform"; "parameters" (balanced by each
 // layer's trainable parameter count, DeepSpeed's default); "type:REGEX" (balanced by the layers
 // whose type name REGEX, in ECMAScript syntax, matches, searched case-insensitively; ConfigError
-// when none does). Other
+// when none does); "profile" (balanced by each layer's measured seconds, `layer_seconds`). Other
 // methods are a ConfigError naming the choices.
 std::vector<int> partition_layers(const std::string& method,
                                   const std::vector<int64_t>& trainable_parameters,
-                                  const std::vector<std::string>& type_names, int stages);
+                                  const std::vector<std::string>& type_names, int stages,
+                                  const std::vector<double>& layer_seconds = {});
 
 }  // namespace zero::pipe
