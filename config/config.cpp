@@ -241,8 +241,13 @@ void read_top_level(Section& root, Config& c) {
       if (s.get(key))
         ctx.warn(s.child(key),
                  "no effect: zero::pipe::PipelineModule's options decide it (PipelineOptions)");
-    for (const char* key : {"pipe_partitioned", "grad_partitioned"})
-      if (s.get(key)) ctx.warn(s.child(key), "no effect: activations cross stages whole");
+    const std::pair<const char*, bool*> partitioned[] = {{"pipe_partitioned", &c.pipe_partitioned},
+                                                         {"grad_partitioned", &c.grad_partitioned}};
+    for (const auto& [key, value] : partitioned)
+      if (s.read(key, *value) && *value && c.tensor_parallel_size == 1)
+        ctx.warn(s.child(key),
+                 "no effect: there is no tensor parallelism to partition over "
+                 "(tensor_parallel.autotp_size is 1)");
     s.finish("pipeline");
     const int64_t model = int64_t{c.tensor_parallel_size} * c.pipeline_parallel_size;
     if (c.world_size % model != 0) {

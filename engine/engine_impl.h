@@ -80,6 +80,8 @@ struct Engine::Impl {
   std::shared_ptr<Communicator> pipe_group;
   int pipeline_size = 1;
   std::vector<pipe::Instruction> pipe_program;  // this stage's schedule for one batch
+  // The first batch checked that what crosses stages in 1/tp slices is equal on the tensor ranks.
+  bool pipe_slices_checked = false;
   // Tied layers this stage holds with other stages: the group of those stages' ranks (of this
   // data and tensor rank) and the tied parameters (layout indices), in tie-key order.
   struct Tie {

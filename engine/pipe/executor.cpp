@@ -78,6 +78,13 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
                " (its layers do not use it in a differentiable way)");
     return grad;
   };
+  // With tensor parallelism, activations (gradients) cross stages as 1/tp slices each tensor rank
+  // sends, all-gathered by the receiving stage (pipe_partitioned, grad_partitioned); the first
+  // batch checks that the tensor ranks' tensors are equal, as slicing assumes.
+  auto sliced = [&](bool activation) {
+    return s.tensor_size > 1 &&
+           (activation ? s.config.pipe_partitioned : s.config.grad_partitioned);
+  };
   s.timers.enter();  // the time since the last engine call is the program's (fwd)
   // Stage 3: this stage's layers gathered once for the batch, released before the step.
   s.stage->hold_gathered(true);
@@ -106,7 +113,18 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
             auto it = from.find({t.micro, chunk});
             ZERO_ASSERT(it != from.end(), "no ", kind, " of micro-batch ", t.micro, " chunk ",
                         chunk, " to send");
-            sends.push_back({t.peer, {it->second.detach()}, what(kind, t.micro, chunk)});
+            const std::string message = what(kind, t.micro, chunk);
+            if (sliced(act)) {
+              const char* key = act ? "pipe_partitioned" : "grad_partitioned";
+              if (!s.pipe_slices_checked)
+                pipe::check_replicated(*s.tensor, it->second, message, key);
+              sends.push_back(
+                  {t.peer,
+                   pipe::scatter_for_stage(it->second.detach(), s.tensor_rank, s.tensor_size),
+                   message});
+            } else {
+              sends.push_back({t.peer, {it->second.detach()}, message});
+            }
             if (!act) from.erase(it);
           } else {
             receives.push_back({t.peer, what(kind, t.micro, t.chunk)});
@@ -126,10 +144,17 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         size_t k = 0;
         for (const pipe::Transfer& t : in.transfers) {
           if (t.kind != pipe::Transfer::Kind::kRecv) continue;
-          ZERO_CHECK(got[k].size() == 1, UsageError, "train_batch: ", receives[k].what,
-                     " arrived as ", got[k].size(), " tensors; stages exchange one");
-          at::Tensor value = got[k++][0];
-          if (t.what == pipe::Transfer::What::kActivation) {
+          const bool act = t.what == pipe::Transfer::What::kActivation;
+          at::Tensor value;
+          if (sliced(act)) {
+            value = pipe::gather_from_stage(*s.tensor, got[k], receives[k].what);
+          } else {
+            ZERO_CHECK(got[k].size() == 1, UsageError, "train_batch: ", receives[k].what,
+                       " arrived as ", got[k].size(), " tensors; stages exchange one");
+            value = got[k][0];
+          }
+          ++k;
+          if (act) {
             if (at::isFloatingType(value.scalar_type())) value.requires_grad_(true);
             inputs[{t.micro, t.chunk}] = value;
           } else {
@@ -193,6 +218,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         break;
       }
       case pipe::Instruction::Op::kStep:
+        s.pipe_slices_checked = true;
         s.stage->hold_gathered(false);
         batch_loss = average_loss();
         if (s.comm->rank() == 0)  // the progress line's and monitors' loss

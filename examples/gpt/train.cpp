@@ -164,6 +164,11 @@ Options parse_options(const std::vector<std::string>& rest) {
     } else
       throw zero::UsageError("unknown argument '" + flag + "'\n" + kUsage);
   }
+  // Sequence-parallel blocks leave each tensor rank its own part of the sequence: what crosses
+  // pipeline stages then goes whole from each tensor rank, not as 1/tp slices of one tensor.
+  if (o.model.sequence_parallel && o.pipeline)
+    for (const char* key : {"pipeline.pipe_partitioned", "pipeline.grad_partitioned"})
+      o.config_overrides.emplace(key, "false");
   return o;
 }
 

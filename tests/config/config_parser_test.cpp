@@ -178,6 +178,21 @@ TEST_CASE("pipeline: stages divide the data-parallel size out, the schedule is c
       find(parse(std::string("{") + kBatch + R"(, "pipeline": {"virtual_stages": 2}})").warnings,
            "pipeline.virtual_stages"),
       "only the interleaved schedule"));
+  // Sliced activations and gradients: on by default (DeepSpeed's), honoured with tensor
+  // parallelism, "no effect" when asked for without it.
+  CHECK(grid.config.pipe_partitioned);
+  CHECK(grid.config.grad_partitioned);
+  const auto whole = parse(std::string("{") + kBatch + R"(, "tensor_parallel": {"autotp_size": 2},
+      "pipeline": {"stages": 2, "pipe_partitioned": false, "grad_partitioned": false}})",
+                           ws(8));
+  CHECK(!whole.config.pipe_partitioned);
+  CHECK(!whole.config.grad_partitioned);
+  CHECK(whole.warnings.empty());
+  CHECK(mentions(
+      find(parse(std::string("{") + kBatch + R"(, "pipeline": {"grad_partitioned": true}})")
+               .warnings,
+           "pipeline.grad_partitioned"),
+      "no tensor parallelism to partition over"));
   CHECK(parse(std::string("{") + kBatch + R"(, "pipeline": {"stages": "auto"}})", ws(2))
             .config.pipeline_parallel_size == 1);
   CHECK(

@@ -570,13 +570,14 @@ void tp_suite(const std::shared_ptr<Communicator>& world) {
   const int64_t micro_rows = 2, steps = 3;
   torch::manual_seed(11);
   const torch::Tensor xs = torch::randn({steps * 8, 8}), ys = torch::randn({steps * 8, 1});
-  auto run = [&](int pp, int stage, int m, const std::string& schedule) {
+  auto run = [&](int pp, int stage, int m, const std::string& schedule,
+                 const std::string& pipeline_keys = "") {
     Case c;
     c.stage = stage, c.gas = m, c.micro = micro_rows, c.steps = static_cast<int>(steps);
     c.clip = 0.05;
     c.extra_top =
         zero::detail::str(R"(, "tensor_parallel": {"autotp_size": 2}, "pipeline": {"stages": )", pp,
-                          R"(, "schedule": ")", schedule, R"("})");
+                          R"(, "schedule": ")", schedule, R"(")", pipeline_keys, "}");
     const ParsedConfig parsed = parse(config_json(c, w), w);
     const ParallelGrid grid = parallel_grid(parsed.config, world);
     const int dp = grid.data_size(), d = grid.data_rank();
@@ -614,8 +615,16 @@ void tp_suite(const std::shared_ptr<Communicator>& world) {
     return out;
   };
   const auto want = run(1, 1, 2, "1f1b");
+  // Activations and gradients cross stages as 1/tp slices (pipe_partitioned, grad_partitioned,
+  // DeepSpeed's defaults) or whole: the same bits, the slices being exact copies.
+  const auto sliced = run(2, 1, 4, "1f1b");
+  const auto whole =
+      run(2, 1, 4, "1f1b", R"(, "pipe_partitioned": false, "grad_partitioned": false)");
+  for (const auto& [name, value] : sliced)
+    EXPECT(whole.count(name) && torch::equal(whole.at(name), value), "tp 2 x pp 2: ", name,
+           " differs between sliced and whole activations");
   for (const auto& [label, got] :
-       {std::make_pair(std::string("tp 2 x pp 2, 1f1b, stage 1"), run(2, 1, 4, "1f1b")),
+       {std::make_pair(std::string("tp 2 x pp 2, 1f1b, stage 1"), sliced),
         std::make_pair(std::string("tp 2 x pp 2, zb-h1, stage 3"), run(2, 3, 4, "zb-h1"))}) {
     EXPECT(got.size() == want.size(), label, ": ", got.size(), " parameters, not ", want.size());
     double worst = 0;
@@ -628,6 +637,22 @@ void tp_suite(const std::shared_ptr<Communicator>& world) {
       std::printf("%s against tp 2 x dp 2 without a pipeline: max rel diff %.3g\n", label.c_str(),
                   worst);
   }
+  // The slices: 1/tp of a tensor each (the last padded), whole again after the all-gather.
+  const ParallelGrid grid = parallel_grid(world, GridSizes{2, 2});
+  Communicator& tensor_group = *grid.tensor_group();
+  const torch::Tensor odd = torch::arange(21, torch::kFloat).view({7, 3, 1});
+  const std::vector<torch::Tensor> mine = pipe::scatter_for_stage(odd, grid.tensor_rank(), 2);
+  EXPECT(mine.size() == 2 && mine[0].numel() == 11, "a slice of 21 elements over 2 ranks has ",
+         mine[0].numel(), " elements, not 11");
+  EXPECT(torch::equal(pipe::gather_from_stage(tensor_group, mine, "a test tensor"), odd),
+         "the slices all-gathered give the tensor back");
+  // Tensors that differ between the tensor ranks (a sequence-parallel layer's) cannot be sliced.
+  expect_throw<UsageError>("pipe_partitioned over unequal tensors",
+                           "pipeline.pipe_partitioned: the activation x", [&] {
+                             pipe::check_replicated(tensor_group, odd + grid.tensor_rank(),
+                                                    "activation x", "pipe_partitioned");
+                           });
+  pipe::check_replicated(tensor_group, odd, "activation x", "pipe_partitioned");
 }
 
 }  // namespace

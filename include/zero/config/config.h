@@ -232,6 +232,11 @@ struct Config {
   int pipeline_parallel_size = 1;
   std::string pipeline_schedule = "1f1b";
   int pipeline_virtual_stages = 1;
+  // DeepSpeed's pipeline.pipe_partitioned / grad_partitioned (on by default, as there): with
+  // tensor parallelism, each tensor rank sends 1/tp of the activation (of its gradient) to the
+  // next (previous) stage and the receiving stage's tensor group all-gathers it.
+  bool pipe_partitioned = true;
+  bool grad_partitioned = true;
   int data_parallel_size = 1;
   int64_t train_batch_size = 0;                // resolved: micro * accumulation * data ranks
   int64_t train_micro_batch_size_per_gpu = 0;  // resolved

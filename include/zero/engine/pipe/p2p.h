@@ -57,6 +57,21 @@ class PendingSends {
 PendingSends post_sends(Communicator& pipe_group, const std::vector<Outgoing>& sends,
                         at::Device device);
 
+// Megatron's scatter/gather between stages (pipeline.pipe_partitioned, grad_partitioned): a tensor
+// every tensor rank of the sending stage holds alike goes as tensor rank `rank`'s 1/size of it
+// (flattened, the last slice padded with zeros) and its shape, {slice, shape as int64}; the
+// receiving stage's tensor group all-gathers the slices into the whole (a collective over it:
+// every tensor rank receives the same messages in the same order). UsageError naming `what` for a
+// tuple that is not a slice and its shape.
+std::vector<at::Tensor> scatter_for_stage(const at::Tensor& whole, int rank, int size);
+at::Tensor gather_from_stage(Communicator& tensor_group, const std::vector<at::Tensor>& received,
+                             const std::string& what);
+// Collective over the tensor group: UsageError on every rank naming `what` and config key `key`
+// (pipe_partitioned or grad_partitioned) when the ranks' tensors differ (the check the first
+// batch runs before scattering).
+void check_replicated(Communicator& tensor_group, const at::Tensor& tensor, const std::string& what,
+                      const char* key);
+
 // The header of a tuple, and the tensors' shapes and dtypes back from one (both checked).
 at::Tensor encode_header(const std::vector<at::Tensor>& tensors, const std::string& what);
 struct TensorMeta {
