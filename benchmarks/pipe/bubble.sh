@@ -10,7 +10,7 @@
 #                           about half of the backward's work, so F : B : W is nearer 2 : 1 : 1).
 # On this machine's 2 cores P = 2 is one rank per core; larger P is time-sliced. Stages are not
 # equal: the last holds the head and the loss, the partition balances parameters.
-# Environment: BUILD_DIR (build), P (2), MS ("4 8"), STEPS (20), PORT (30374), SHAPE (gpt_train
+# Environment: BUILD_DIR (build), P (2), MS ("4 8"), STEPS (20), PORT (30375), SHAPE (gpt_train
 # shape flags; default 8 layers, d_model 256, 8 heads, context 128).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +18,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 P=${P:-2}
 MS=${MS:-"4 8"}
 STEPS=${STEPS:-20}
-PORT=${PORT:-30374}
+PORT=${PORT:-30375}
 SHAPE=${SHAPE:-"--n-layer 8 --d-model 256 --n-head 8 --context 128"}
 zerorun="$BUILD_DIR/bin/zerorun" train="$BUILD_DIR/bin/gpt_train"
 for f in "$zerorun" "$train"; do

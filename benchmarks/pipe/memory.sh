@@ -8,7 +8,7 @@
 # A stage holds its share of the parameters, their gradients and (divided over its data ranks)
 # the optimizer state, plus the activations 1F1B keeps: up to p - s micro-batches in flight on
 # stage s. Everything runs time-sliced on this machine's cores: only the memory counts here.
-# Environment: BUILD_DIR (build), PPS ("1 2 4"), STAGES ("1 3"), STEPS (2), PORT (30377),
+# Environment: BUILD_DIR (build), PPS ("1 2 4"), STAGES ("1 3"), STEPS (2), PORT (30380),
 # SHAPE (gpt_train shape flags, default "--preset gpt2-small").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +16,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PPS=${PPS:-"1 2 4"}
 STAGES=${STAGES:-"1 3"}
 STEPS=${STEPS:-2}
-PORT=${PORT:-30377}
+PORT=${PORT:-30380}
 SHAPE=${SHAPE:-"--preset gpt2-small"}
 WORLD=4
 source benchmarks/gpt_bins.sh

@@ -6,12 +6,13 @@
 # to 1e-5 (relative) for STEPS steps (default 10), 4 micro-batches per step; tp 2 x pp 2 (the
 # blocks' matrices split over the tensor ranks inside each stage) too; bf16 at pp 2 within 2% of
 # bf16 at pp 1 at every step. pp 2 x dp 2 at stage 2
-# against zb-h1 at stage 0 (a pipeline reports the loss averaged over its data ranks, gpt_train
+# against zb-h1 at stage 0; stage 3 at pp 2 with the optimizer and parameters offloaded to the
+# CPU gives the losses without offload bit for bit (a pipeline reports the loss averaged over its data ranks, gpt_train
 # without one rank 0's: pipe_train_w4 compares data ranks with one process). A run saved halfway and resumed at pp 2 has the uninterrupted run's
 # losses bit for bit; one resumed at pp 4 from pp 2's checkpoint goes on to 1e-5.
 set -euo pipefail
 zerorun=$1 train=$2 config=$3 port=$4 steps=${5:-10}
-last_port=$((port + 13))  # its range in tests/engine/CMakeLists.txt: other tests use the next
+last_port=$((port + 14))  # its range in tests/engine/CMakeLists.txt: other tests use the next
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -27,6 +28,8 @@ run zb 2 2 1 --schedule zb-h1
 run interleaved 2 2 1 --schedule interleaved --virtual-stages 2
 run pp4 4 4 1
 run pp2s3 2 2 3
+run pp2s3off 2 2 3 --set zero_optimization.offload_optimizer.device=cpu \
+  --set zero_optimization.offload_param.device=cpu
 run tp2pp2 4 2 1 --tp 2
 run pp2dp2 4 2 2
 run pp2dp2s0 4 2 0 --schedule zb-h1
@@ -67,6 +70,11 @@ if len(got) != steps or worst > 0.02:
     failed = True
 else:
     print(f"ok   bf16 at pp 2 vs pp 1: {steps} losses within {worst:.2e} (bound 2e-2)")
+if load("pp2s3off") != load("pp2s3"):
+    print(f"FAIL offload at pp 2: losses {load('pp2s3off')} differ from {load('pp2s3')} without it")
+    failed = True
+else:
+    print(f"ok   stage 3 with optimizer and parameters offloaded at pp 2: the same {steps} losses")
 half = steps // 2
 resumed = load("first_half") + load("resumed")
 if resumed != load("pp2"):

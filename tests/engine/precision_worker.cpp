@@ -1,11 +1,13 @@
 // The multi-rank mixed precision test program, started by zerorun on 1-4 ranks:
 // `--suite scaler`: fp16 loss scaling and bf16 overflow skipping end to end, with inf gradients
-// injected on one rank at chosen steps; `--suite bf16`: bf16/fp16 training against fp32 (the
-// test nets, the example GPT), DeepSpeed's averaging options, and the 2+2+12 bytes of ZeRO.
+// injected on one rank at chosen steps (and on one pipeline stage); `--suite bf16`: bf16/fp16
+// training against fp32 (the test nets, the example GPT), DeepSpeed's averaging options, and the
+// 2+2+12 bytes of ZeRO.
 #include "worker_util.h"
 
 #include <zero/core/loss_scaler.h>
 #include <zero/engine/lr_schedule.h>
+#include <zero/engine/pipe/module.h>
 
 #include <data.h>
 #include <model.h>
@@ -128,9 +130,81 @@ void dynamic_scaling(const std::shared_ptr<Communicator>& comm, int stage) {
                 name.c_str(), (long long)engine.skipped_steps(), d);
 }
 
+// A pipeline layer computing in fp32 from parameters of any dtype; the first layer of the model
+// (on pipeline stage 0 only) poisons its output's gradient while `poison_first_layer` is set.
+bool poison_first_layer = false;
+struct CastLayerImpl : torch::nn::Module {
+  torch::nn::Linear fc{nullptr};
+  bool first;
+  CastLayerImpl(int in, int out, bool first) : first(first) {
+    fc = register_module("fc", torch::nn::Linear(in, out));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor h = cast_linear(fc, x);
+    return first ? poisoned(torch::tanh(h), poison_first_layer) : h.squeeze(-1);
+  }
+};
+TORCH_MODULE(CastLayer);
+
+// fp16 over 2 pipeline stages (x 1 or 2 data ranks): an overflow in stage 0's gradients alone
+// skips the step on every stage (the overflow check is the global norm, summed over the world),
+// with one loss scale everywhere; the next step trains again.
+void pipeline_overflow(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size();
+  if (world % 2) return;
+  for (const std::string schedule : {"1f1b", "zb-h1"}) {
+    Case c;
+    c.stage = 1, c.gas = 2;
+    c.extra_top = std::string(kFp16Dynamic) + R"(, "pipeline": {"stages": 2, "schedule": ")" +
+                  schedule + "\"}";
+    const ParsedConfig parsed = parse(config_json(c, world), world);
+    const ParallelGrid grid = parallel_grid(parsed.config, comm);
+    std::vector<pipe::LayerSpec> layers;
+    layers.emplace_back("In", [] { return torch::nn::AnyModule(CastLayer(kIn, kWidth, true)); });
+    for (int i = 0; i < 2; ++i)
+      layers.emplace_back("Block", [] { return torch::nn::AnyModule(CastBlock(kWidth, kHidden)); });
+    layers.emplace_back("Head", [] { return torch::nn::AnyModule(CastLayer(kWidth, 1, false)); });
+    pipe::PipelineModule module(grid, layers,
+                                pipe::PipelineOptions().partition_method("uniform").loss_fn(
+                                    [](const torch::Tensor& out, const torch::Tensor& y) {
+                                      return torch::mse_loss(out, y);
+                                    }));
+    Engine engine = initialize(module.ptr(), parsed, grid);
+    const int dp = grid.data_size(), d = grid.data_rank();
+    const std::string name = "fp16 pipeline (" + schedule + ")";
+    Params before = engine.full_parameters();
+    for (int t = 0; t < 3; ++t) {
+      poison_first_layer = t == 1;
+      int j = 0;
+      const double loss = engine.train_batch([&] {
+        const int64_t first = ((t * c.gas + j++) * dp + d) * c.micro;
+        auto [x, y] = samples(7, first, c.micro);
+        return pipe::MicroBatch{x, y};
+      });
+      EXPECT(std::isfinite(loss), name, ": loss ", loss, " in batch ", t);
+      EXPECT(engine.skipped_steps() == (t >= 1 ? 1 : 0), name, ": ", engine.skipped_steps(),
+             " skipped after batch ", t, " on pipeline stage ", module->stage());
+      at::Tensor scales = at::full({2}, engine.loss_scale(), at::kFloat);
+      scales[1] = -engine.loss_scale();
+      comm->all_reduce(scales, ReduceOp::kMax)->wait();
+      EXPECT(scales[0].item<double>() == -scales[1].item<double>(), name,
+             ": the ranks' loss scales differ after batch ", t);
+      const Params after = engine.full_parameters();
+      EXPECT(all_equal(before, after) == (t == 1), name, ": batch ", t,
+             t == 1 ? " overflowed on stage 0 but changed the parameters"
+                    : " left the parameters unchanged");
+      before = after;
+    }
+    poison_first_layer = false;
+    if (comm->rank() == 0)
+      std::printf("%s: an overflow on stage 0 skipped the step on every stage\n", name.c_str());
+  }
+}
+
 void run_scaler(const std::shared_ptr<Communicator>& comm) {
   const int world = comm->world_size(), rank = comm->rank();
   for (int stage = 0; stage <= 3; ++stage) dynamic_scaling(comm, stage);
+  pipeline_overflow(comm);
 
   {  // A static scale never changes; an overflow still skips the step.
     Case c;
