@@ -280,6 +280,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     impl->pipe_program = pipe::build_schedule(kind, grid->pipeline_size(),
                                               static_cast<int>(config.gradient_accumulation_steps),
                                               grid->pipeline_rank(), chunks);
+    impl->pipe_eval_program = pipe::forward_only(impl->pipe_program);
   }
   ZERO_CHECK(grid || config.tensor_parallel_size == 1, UsageError,
              "initialize: tensor_parallel.autotp_size is ", config.tensor_parallel_size,

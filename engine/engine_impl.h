@@ -79,7 +79,11 @@ struct Engine::Impl {
   pipe::PipelineModuleImpl* pipeline = nullptr;
   std::shared_ptr<Communicator> pipe_group;
   int pipeline_size = 1;
-  std::vector<pipe::Instruction> pipe_program;  // this stage's schedule for one batch
+  std::vector<pipe::Instruction> pipe_program;       // this stage's schedule for one batch
+  std::vector<pipe::Instruction> pipe_eval_program;  // its forward part (eval_batch)
+  // train_batch (train) or eval_batch: runs `program` (executor.cpp).
+  double run_pipeline(const std::vector<pipe::Instruction>& program,
+                      const std::function<pipe::MicroBatch()>& next_micro_batch, bool train);
   // The first batch checked that what crosses stages in 1/tp slices is equal on the tensor ranks.
   bool pipe_slices_checked = false;
   // Tied layers this stage holds with other stages: the group of those stages' ranks (of this

@@ -1,7 +1,8 @@
-// Engine::train_batch: a pipeline stage runs its instruction list (schedule.h) for one batch:
-// micro-batches loaded on the first and last stages, activations and gradients exchanged with the
-// neighbours, each micro-batch's backward between the stage's start_backward / finish_backward
-// (the last one the accumulation boundary, where ZeRO reduces), then one optimizer step.
+// Engine::train_batch and eval_batch: a pipeline stage runs its instruction list (schedule.h) for
+// one batch: micro-batches loaded on the first and last stages, activations and gradients
+// exchanged with the neighbours, each micro-batch's backward between the stage's start_backward /
+// finish_backward (the last one the accumulation boundary, where ZeRO reduces), then one
+// optimizer step; eval_batch runs the forward part of that list, without a graph.
 #include "engine_impl.h"
 #include "pipe/split_backward.h"
 
@@ -13,19 +14,35 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <map>
+#include <optional>
 
 namespace zero {
 
 double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_batch) {
-  Impl& s = *impl_;
-  ZERO_CHECK(s.pipeline, UsageError,
-             "train_batch: the model is not a zero::pipe::PipelineModule on a grid with "
-             "pipeline stages; use backward() and step()");
+  return impl_->run_pipeline(impl_->pipe_program, next_micro_batch, /*train=*/true);
+}
+
+double Engine::eval_batch(const std::function<pipe::MicroBatch()>& next_micro_batch) {
+  return impl_->run_pipeline(impl_->pipe_eval_program, next_micro_batch, /*train=*/false);
+}
+
+double Engine::Impl::run_pipeline(const std::vector<pipe::Instruction>& program,
+                                  const std::function<pipe::MicroBatch()>& next_micro_batch,
+                                  bool train) {
+  Impl& s = *this;
+  const char* call = train ? "train_batch" : "eval_batch";
+  ZERO_CHECK(s.pipeline, UsageError, call,
+             ": the model is not a zero::pipe::PipelineModule on a grid with pipeline stages; use "
+             "the model's forward",
+             train ? " and backward() and step()" : "");
   pipe::PipelineModuleImpl& module = *s.pipeline;
   const pipe::PipelineOptions::LossFn& loss_fn = module.options().loss_fn();
-  ZERO_CHECK(!module.is_last_stage() || loss_fn, UsageError,
-             "train_batch: PipelineOptions::loss_fn is not set (the last stage computes the "
-             "loss)");
+  ZERO_CHECK(!module.is_last_stage() || loss_fn, UsageError, call,
+             ": PipelineOptions::loss_fn is not set (the last stage computes the loss)");
+  // Evaluation records no graph; its time stays out of the training step's breakdown.
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!train) no_grad.emplace();
+  StepTimers* timers = train ? &s.timers : nullptr;
   const int stage = module.stage(), chunks = module.virtual_stages(),
             micro_batches = static_cast<int>(s.config.gradient_accumulation_steps);
   const at::Device device = s.params[0].device();
@@ -85,10 +102,10 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
     return s.tensor_size > 1 &&
            (activation ? s.config.pipe_partitioned : s.config.grad_partitioned);
   };
-  s.timers.enter();  // the time since the last engine call is the program's (fwd)
+  if (train) s.timers.enter();  // the time since the last engine call is the program's (fwd)
   // Stage 3: this stage's layers gathered once for the batch, released before the step.
   s.stage->hold_gathered(true);
-  for (const pipe::Instruction& in : s.pipe_program) {
+  for (const pipe::Instruction& in : program) {
     const Slot slot{in.micro, in.chunk};
     switch (in.op) {
       case pipe::Instruction::Op::kLoad: {
@@ -137,7 +154,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         }
         std::vector<std::vector<at::Tensor>> got;
         {
-          ScopedPart wait(&s.timers, TimerPart::kPipeWait);
+          ScopedPart wait(timers, TimerPart::kPipeWait);
           got = pipe::exchange(*s.pipe_group, sends, receives, device);
           wait_behind();  // ran before this step: done
         }
@@ -149,8 +166,8 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
           if (sliced(act)) {
             value = pipe::gather_from_stage(*s.tensor, got[k], receives[k].what);
           } else {
-            ZERO_CHECK(got[k].size() == 1, UsageError, "train_batch: ", receives[k].what,
-                       " arrived as ", got[k].size(), " tensors; stages exchange one");
+            ZERO_CHECK(got[k].size() == 1, UsageError, call, ": ", receives[k].what, " arrived as ",
+                       got[k].size(), " tensors; stages exchange one");
             value = got[k][0];
           }
           ++k;
@@ -167,8 +184,8 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         at::Tensor out = module.forward(inputs.at(slot), in.chunk);
         if (module.is_last_part(in.chunk)) {
           out = loss_fn(out, labels.at(in.micro));
-          ZERO_CHECK(out.numel() == 1, UsageError, "train_batch: the loss of micro-batch ",
-                     in.micro, " has ", out.numel(), " elements; loss_fn must return a scalar");
+          ZERO_CHECK(out.numel() == 1, UsageError, call, ": the loss of micro-batch ", in.micro,
+                     " has ", out.numel(), " elements; loss_fn must return a scalar");
           loss_sum += out.item<double>();
           labels.erase(in.micro);
         }
@@ -232,7 +249,7 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
         break;
       case pipe::Instruction::Op::kReduceTied: {
         {
-          ScopedPart wait(&s.timers, TimerPart::kPipeWait);
+          ScopedPart wait(timers, TimerPart::kPipeWait);
           wait_behind();
         }
         // A tied module's copies sum their gradients over the stages that hold them, before the
@@ -251,6 +268,11 @@ double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_b
       default:
         break;
     }
+  }
+  if (!train) {
+    wait_behind();  // zb-h1's last sends (train_batch waits for them before reducing)
+    s.stage->hold_gathered(false);
+    batch_loss = average_loss();
   }
   return batch_loss;
 }

@@ -326,6 +326,22 @@ std::vector<Instruction> build(ScheduleKind kind, int stages, int micro_batches,
 
 }  // namespace
 
+std::vector<Instruction> forward_only(const std::vector<Instruction>& program) {
+  std::vector<Instruction> out;
+  for (const Instruction& in : program) {
+    if (in.op == Instruction::Op::kLoad || in.op == Instruction::Op::kForward) {
+      out.push_back(in);
+    } else if (in.op == Instruction::Op::kComm) {
+      Instruction step = in;
+      step.transfers.clear();
+      for (const Transfer& t : in.transfers)
+        if (t.what == Transfer::What::kActivation) step.transfers.push_back(t);
+      if (!step.transfers.empty()) out.push_back(std::move(step));
+    }
+  }
+  return out;
+}
+
 std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
                                         int chunks) {
   ZERO_CHECK(stages >= 1 && micro_batches >= 1, UsageError, "pipeline schedule: ", stages,

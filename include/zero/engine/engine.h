@@ -117,6 +117,10 @@ class Engine {
   // only. Returns the loss (PipelineOptions::loss_fn) averaged over the micro-batches and data
   // ranks, on every rank. backward() and step() are refused on a pipeline engine.
   double train_batch(const std::function<pipe::MicroBatch()>& next_micro_batch);
+  // DeepSpeed's eval_batch: the same micro-batches through the stages without backward (no
+  // gradients, no step; the forwards and activation messages of the training schedule, in its
+  // order), returning the loss as train_batch does.
+  double eval_batch(const std::function<pipe::MicroBatch()>& next_micro_batch);
   void zero_grad();
   bool is_gradient_accumulation_boundary() const;
   int64_t global_steps() const;   // optimizer steps taken, skipped ones included (DeepSpeed)

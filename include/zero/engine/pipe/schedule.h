@@ -69,6 +69,12 @@ struct Instruction {
 std::vector<Instruction> build_schedule(ScheduleKind kind, int stages, int micro_batches, int rank,
                                         int chunks = 1);
 
+// eval_batch's instructions: a training program's loads, forwards and activation messages, in
+// its order (gradient messages, backward passes, reductions and the step dropped, and comm steps
+// left empty). Taken from every rank's program alike, the messages still pair in order and
+// cannot deadlock: a batch's messages with a peer stay in one batch of that peer.
+std::vector<Instruction> forward_only(const std::vector<Instruction>& program);
+
 std::string to_string(const Instruction& instruction);  // "F3", "comm[send act 3 -> 2]", ...
 
 }  // namespace zero::pipe
