@@ -12,10 +12,13 @@
 #include <zero/engine/engine.h>
 #include <zero/engine/load_state_dict.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -270,6 +273,7 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
             "must be a multiple of the pipeline stages");
 
     torch::Tensor unclipped_bits;  // the whole model after the first unclipped run
+    std::ostringstream log;        // rank 0's log while a case initializes
     for (const TrainCase& tc : cases) {
       const int m = tc.m;
       Case c;
@@ -325,7 +329,16 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
               .loss_fn([](const torch::Tensor& out, const torch::Tensor& labels) {
                 return torch::mse_loss(out, labels);
               }));
+      // Fewer micro-batches than stages: allowed, with a warning that names the bubble.
+      auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+      spdlog::default_logger()->sinks().push_back(sink);
       Engine engine = initialize(module.ptr(), parsed, grid);
+      spdlog::default_logger()->sinks().pop_back();
+      if (world->rank() == 0)
+        EXPECT((log.str().find("each stage idles") != std::string::npos) == (m < pp),
+               "the warning about fewer micro-batches (", m, ") than stages (", pp, "): '",
+               log.str(), "'");
+      log.str("");
       const MemoryReport before = engine.memory_report();
       double worst_loss = 0;
       for (int64_t t = 0; t < steps; ++t) {
