@@ -132,31 +132,34 @@ StageOptions stage_options(const Config& c) {
   return s;
 }
 
-// Blocks built under zero::Init bring this rank's shard of each of their sharded layout groups:
-// per layout group, the shard (undefined for groups of blocks built whole).
-std::vector<at::Tensor> take_init_shards(const std::vector<ShardedImpl*>& wrappers,
+// Units built under zero::Init (zero::Sharded blocks, a pipeline's layers) bring this rank's
+// shard of each of their sharded layout groups. `unit_shards`: per unit, what zero::Init made of
+// it (empty: built whole). Returns per layout group the shard (undefined for units built whole).
+std::vector<at::Tensor> take_init_shards(std::vector<std::vector<at::Tensor>> unit_shards,
+                                         const std::vector<UnitSpec>& units,
                                          const FlatLayout& layout, int stage) {
   std::vector<at::Tensor> out(layout.groups().size());
-  for (size_t k = 0; k < wrappers.size(); ++k) {
-    if (!wrappers[k]->partitioned()) continue;
-    ZERO_CHECK(stage == 3, UsageError, "initialize: block ", k,
+  for (size_t u = 1; u < unit_shards.size(); ++u) {
+    std::vector<at::Tensor>& shards = unit_shards[u];
+    if (shards.empty()) continue;
+    const std::string& name = units[u].name;
+    ZERO_CHECK(stage == 3, UsageError, "initialize: ", name,
                " was built under zero::Init (partitioned for ZeRO stage 3) but the config "
                "selects stage ",
                stage, "; build the model without zero::Init, or train at stage 3");
-    std::vector<at::Tensor> shards = wrappers[k]->take_shards();
     size_t next = 0;
     for (size_t gi = 0; gi < layout.groups().size(); ++gi) {
       const Group& g = layout.groups()[gi];
-      if (g.unit != static_cast<int>(k + 1) || g.persistent) continue;
+      if (g.unit != static_cast<int>(u) || g.persistent) continue;
       ZERO_CHECK(next < shards.size() && shards[next].numel() == g.shard_numel &&
                      shards[next].scalar_type() == to_scalar_type(g.dtype),
-                 UsageError, "initialize: block ", k,
+                 UsageError, "initialize: ", name,
                  " was partitioned by zero::Init for another layout (a different world size, "
                  "precision or stage3_param_persistence_threshold); give zero::Init the "
                  "config that zero::initialize gets");
       out[gi] = std::move(shards[next++]);
     }
-    ZERO_CHECK(next == shards.size(), UsageError, "initialize: block ", k,
+    ZERO_CHECK(next == shards.size(), UsageError, "initialize: ", name,
                " was partitioned by zero::Init into ", shards.size(), " groups, the engine has ",
                next, "; give zero::Init the config that zero::initialize gets");
   }
@@ -416,7 +419,24 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   detail::check_same_layout(impl->pipeline ? *impl->data : *comm, layout,
                             ordered[0].second.device(), "initialize");
 
-  std::vector<at::Tensor> param_shards = take_init_shards(impl->wrappers, layout, stage);
+  // What zero::Init made of each unit: a pipeline's layers (units 1.. at stage 3), then the
+  // zero::Sharded blocks.
+  std::vector<std::vector<at::Tensor>> unit_shards(units.size());
+  if (impl->pipeline) {
+    std::vector<std::vector<at::Tensor>> layers = impl->pipeline->take_init_shards();
+    const bool any = std::any_of(layers.begin(), layers.end(),
+                                 [](const auto& shards) { return !shards.empty(); });
+    ZERO_CHECK(!any || stage == 3, UsageError,
+               "initialize: the PipelineModule was built under zero::Init (its layers "
+               "partitioned for ZeRO stage 3) but the config selects stage ",
+               stage, "; build it without zero::Init, or train at stage 3");
+    if (stage == 3)
+      for (size_t i = 0; i < layers.size(); ++i) unit_shards[i + 1] = std::move(layers[i]);
+  }
+  for (size_t k = 0; k < impl->wrappers.size(); ++k)
+    if (impl->wrappers[k]->partitioned()) unit_shards[k + 1] = impl->wrappers[k]->take_shards();
+  std::vector<at::Tensor> param_shards =
+      take_init_shards(std::move(unit_shards), units, layout, stage);
   const detail::SwapFolders swap_folders =
       detail::open_swap_folders(config, *comm, ordered[0].second.device());
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());

@@ -2,6 +2,7 @@
 #include <zero/engine/pipe/module.h>
 
 #include <zero/engine/activation/checkpointed.h>
+#include <zero/engine/init.h>
 #include <zero/engine/pipe/partition.h>
 #include <zero/error.h>
 
@@ -107,6 +108,9 @@ PipelineModuleImpl::PipelineModuleImpl(const ParallelGrid& grid, std::vector<Lay
       torch::nn::AnyModule layer = specs_[built_as].build();
       container->register_module(std::to_string(built_as), layer.ptr());
       if (!spec.tie_key.empty()) tied_.emplace(spec.tie_key, layer);
+      // Under zero::Init a layer keeps only this rank's shard from the moment it is built.
+      if (const Init* init = Init::active(); init && spec.tie_key.empty())
+        init_shards_[built_as] = init->partition(*layer.ptr());
       chunks_[c].push_back({i, std::move(layer), spec.tied_forward, true});
     }
   }
@@ -154,6 +158,16 @@ std::vector<std::pair<int, torch::nn::AnyModule>> PipelineModuleImpl::owned_laye
   for (const auto& chunk : chunks_)
     for (const Owned& o : chunk)
       if (o.first_use) out.emplace_back(o.index, o.layer);
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> PipelineModuleImpl::take_init_shards() {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& [index, layer] : owned_layers()) {
+    auto it = init_shards_.find(index);
+    out.push_back(it == init_shards_.end() ? std::vector<at::Tensor>() : std::move(it->second));
+  }
+  init_shards_.clear();
   return out;
 }
 

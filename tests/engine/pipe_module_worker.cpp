@@ -10,6 +10,7 @@
 #include <zero/engine/pipe/p2p.h>
 #include <zero/engine/pipe/partition.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/init.h>
 #include <zero/engine/load_state_dict.h>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -18,6 +19,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -216,6 +218,7 @@ struct TrainCase {
   double clip = 0.05;  // the norm counts every stage's gradients once
   bool tied = false;   // the input layer tied to a layer on the last stage (specs())
   int interval = 0;    // PipelineOptions::activation_checkpoint_interval
+  bool init = false;   // the PipelineModule built under zero::Init (stage 3)
 };
 
 void train_suite(const std::shared_ptr<Communicator>& world) {
@@ -238,6 +241,8 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
                                     {"1f1b", 1, 1, 4, 0},
                                     {"interleaved", 2, 1, 4, 0},
                                     {"1f1b", 1, 3, 4, 0},
+                                    {"1f1b", 1, 3, 4, 0, false, 0, true},
+                                    {"interleaved", 2, 3, pp, 0.05, true, 0, true},
                                     {"1f1b", 1, 0, 4, 0.05, true},
                                     {"1f1b", 1, 1, 4, 0.05, true},
                                     {"interleaved", 2, 2, pp, 0.05, true},
@@ -319,7 +324,10 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
         if (c.clip > 0) torch::nn::utils::clip_grad_norm_(params, c.clip);
         opt.step();
       }
-      // The pipeline.
+      // The pipeline; under zero::Init each layer keeps only this rank's shard from the moment
+      // it is built (a tied one stays whole).
+      std::optional<Init> init;
+      if (tc.init) init.emplace(parsed, grid);
       pipe::PipelineModule module(
           grid, specs(blocks, tc.tied),
           pipe::PipelineOptions()
@@ -329,6 +337,18 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
               .loss_fn([](const torch::Tensor& out, const torch::Tensor& labels) {
                 return torch::mse_loss(out, labels);
               }));
+      init.reset();
+      if (tc.init) {
+        int64_t freed = 0, kept = 0;
+        for (const auto& [index, layer] : module->owned_layers())
+          for (const auto& p : layer.ptr()->parameters())
+            if (p.numel() > 30) (p.storage().nbytes() == 0 ? freed : kept) += p.numel();
+        bool tied_here = false;  // a tied layer on this stage, whichever chunk holds it
+        for (const auto& tie : module->ties())
+          for (int st : tie.stages) tied_here = tied_here || st == module->stage();
+        EXPECT(freed > 0 && (kept == 0 || tied_here), "zero::Init: ", freed,
+               " parameter elements freed at build, ", kept, " kept whole");
+      }
       // Fewer micro-batches than stages: allowed, with a warning that names the bubble.
       auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
       spdlog::default_logger()->sinks().push_back(sink);
@@ -439,7 +459,8 @@ void train_suite(const std::shared_ptr<Communicator>& world) {
       const std::string label = zero::detail::str(
           "pp ", pp, " x dp ", dp, " ", tc.schedule, " (", tc.chunks, " chunks) stage ", tc.stage,
           " m ", m, tc.clip > 0 ? " clipped" : "", tc.tied ? " tied" : "",
-          tc.interval ? zero::detail::str(" checkpoint every ", tc.interval) : "");
+          tc.interval ? zero::detail::str(" checkpoint every ", tc.interval) : "",
+          tc.init ? " under zero::Init" : "");
       // The tied module's copies on the stages that hold it have the same bits (stages 0-2:
       // whole between batches).
       if (tc.tied && tc.stage <= 2) {

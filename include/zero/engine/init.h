@@ -2,8 +2,9 @@
 // zero::Sharded block constructed on this thread is partitioned at once: each rank keeps only
 // its shard of the block's parameters (in the config's compute dtype), so no rank ever holds
 // the whole stage 3 model. zero::initialize then takes the partitioned model; parameters
-// outside wrapped blocks stay whole, as without Init. With the same seed on every rank the
-// values equal those of the model built whole.
+// outside wrapped blocks stay whole, as without Init. A zero::pipe::PipelineModule built while
+// an Init is alive partitions each layer of its stage as it builds it (tied layers stay whole).
+// With the same seed on every rank the values equal those of the model built whole.
 //
 //   zero::Init init("ds_config.json");     // stage 3; ranks from RANK/WORLD_SIZE (or SLURM_*, ...)
 //   auto model = std::make_shared<Gpt>(cfg);  // blocks wrapped in zero::Sharded

@@ -103,6 +103,10 @@ class PipelineModuleImpl : public torch::nn::Module {
   // This stage's layers, chunk by chunk: (global index, layer); a tied module once, under the
   // first index of its key on this stage.
   std::vector<std::pair<int, torch::nn::AnyModule>> owned_layers() const;
+  // zero::Init: this rank's shards of each owned layer (owned_layers' order) made as it was built
+  // under a live zero::Init (empty for a layer built whole: without Init, and tied layers, whose
+  // copies the engine keeps whole), handed over once.
+  std::vector<std::vector<at::Tensor>> take_init_shards();
   // zero::initialize: the engine's activation checkpointing settings and counters, for the
   // checkpoints of activation_checkpoint_interval.
   void attach_checkpointing(std::shared_ptr<ActivationCheckpointing> context) {
@@ -133,7 +137,8 @@ class PipelineModuleImpl : public torch::nn::Module {
     bool first_use;       // the first use of the module on this stage (owned_layers lists it)
   };
   std::vector<std::vector<Owned>> chunks_;
-  std::map<std::string, torch::nn::AnyModule> tied_;  // this stage's tied modules by key
+  std::map<std::string, torch::nn::AnyModule> tied_;    // this stage's tied modules by key
+  std::map<int, std::vector<at::Tensor>> init_shards_;  // by layer index, from zero::Init
   std::shared_ptr<ActivationCheckpointing> checkpointing_;
 };
 TORCH_MODULE(PipelineModule);
