@@ -14,7 +14,9 @@ namespace zero::launcher {
 using EnvMap = std::map<std::string, std::string>;
 
 // Variables whose name starts with one of these are forwarded to every node.
-inline const std::vector<std::string> kExportPrefixes = {"NCCL_", "ZERO_", "UCX_"};
+// DeepSpeed's EXPORT_ENVS (NCCL, UCX) and ours: ZERO_, and GLOO_ (GLOO_SOCKET_IFNAME picks the
+// interface our Gloo ranks talk over, as NCCL_SOCKET_IFNAME does for NCCL).
+inline const std::vector<std::string> kExportPrefixes = {"NCCL_", "ZERO_", "UCX_", "GLOO_"};
 inline constexpr const char* kEnvFileName = ".deepspeed_env";
 // The job secret every rank gets; the rendezvous refuses processes without the same value.
 inline constexpr const char* kJobTokenVar = "ZERO_JOB_TOKEN";

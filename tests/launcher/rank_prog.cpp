@@ -77,9 +77,10 @@ int main(int argc, char** argv) {
   const std::string mode = args[0];
   if (mode == "env" && args.size() >= 2) {
     std::string text;
-    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                             "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "ZERO_TEST_FORWARDED",
-                             "FROM_ENV_FILE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"})
+    for (const char* name :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+          "CUDA_VISIBLE_DEVICES", "ZERO_TEST_FORWARDED", "FROM_ENV_FILE", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "GLOO_SOCKET_IFNAME", "SSH_CONNECTION"})
       text += std::string(name) + "=" + env_or(name, "<unset>") + "\n";
     text += "LOCAL_RANK_ARG=" + local_rank_arg + "\nARGS=";
     for (size_t i = 2; i < args.size(); ++i) text += (i > 2 ? " " : "") + args[i];

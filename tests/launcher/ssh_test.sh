@@ -23,19 +23,8 @@ ssh-keygen -q -t ed25519 -N '' -f "$tmp/host_key" || skip "ssh-keygen failed"
 ssh-keygen -q -t ed25519 -N '' -f "$tmp/user_key" || skip "ssh-keygen failed"
 cp "$tmp/user_key.pub" "$tmp/authorized_keys"
 chmod 600 "$tmp/authorized_keys" "$tmp/user_key"
-cat > "$tmp/sshd_config" <<CONF
-Port $SSH_PORT
-ListenAddress 127.0.0.1
-HostKey $tmp/host_key
-AuthorizedKeysFile $tmp/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-StrictModes no
-UsePAM no
-PidFile $tmp/sshd.pid
-CONF
+source "$(dirname "$0")/sshd_conf.sh"
+sshd_conf "$SSH_PORT" 127.0.0.1 "$tmp" "$tmp/sshd.pid" > "$tmp/sshd_config"
 mkdir -p /run/sshd 2>/dev/null
 /usr/sbin/sshd -D -e -f "$tmp/sshd_config" 2>"$tmp/sshd.log" &
 sshd_pid=$!

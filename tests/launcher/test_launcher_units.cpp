@@ -217,13 +217,13 @@ TEST_CASE("rank environment and argv", "[env]") {
 }
 
 TEST_CASE("exports: prefixes and .deepspeed_env", "[env]") {
-  EnvMap env = {{"NCCL_IB_DISABLE", "1"},
-                {"ZERO_TIMEOUT", "30"},
-                {"UCX_TLS", "tcp"},
-                {"HOME", "/root"},
-                {"MY_NCCL", "no"}};
+  EnvMap env = {{"NCCL_IB_DISABLE", "1"},       {"ZERO_TIMEOUT", "30"}, {"UCX_TLS", "tcp"},
+                {"GLOO_SOCKET_IFNAME", "eth1"}, {"HOME", "/root"},      {"MY_NCCL", "no"}};
   EnvMap ex = collect_exports(env, "", "");
-  CHECK(ex == EnvMap{{"NCCL_IB_DISABLE", "1"}, {"ZERO_TIMEOUT", "30"}, {"UCX_TLS", "tcp"}});
+  CHECK(ex == EnvMap{{"NCCL_IB_DISABLE", "1"},
+                     {"ZERO_TIMEOUT", "30"},
+                     {"UCX_TLS", "tcp"},
+                     {"GLOO_SOCKET_IFNAME", "eth1"}});
   EnvMap file = parse_env_file("# comment\nA=1\n B = two words \n\nC=x=y\n", "f");
   CHECK(file == EnvMap{{"A", "1"}, {"B", "two words"}, {"C", "x=y"}});
   CHECK_THROWS_WITH(parse_env_file("A=1\nnot a pair\n", "/x/.deepspeed_env"),
