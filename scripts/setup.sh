@@ -16,6 +16,7 @@ packages=(
   python3-protobuf python3-pil librsvg2-bin  # tests: read TensorBoard files, render `zero plot`
   slurm-wlm  # tests/slurm: a real one-host Slurm cluster (slurmctld + slurmd)
   python3-yaml  # tests/k8s: reads the Kubernetes manifests
+  iproute2  # tests/cluster: network namespaces, veth, bridge, tc (tbf)
 )
 
 missing=()
