@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Bytes across the host links, measured: the example GPT on an emulated cluster of 2 hosts x 2
+# ranks (tests/cluster/netns_cluster.sh: network namespaces, tbf-shaped links), ZeRO stages 0-3,
+# at each link rate. Per step: the bytes the hosts sent over their links (the veth counters: each
+# byte that crosses between hosts counted once, at its sender), from two runs of STEPS_A and
+# STEPS_B steps (their difference cancels the rendezvous and the start), beside the formula of
+# ring collectives over 4 ranks placed host by host, whose ring crosses between the hosts twice:
+#   per step, 2 x (each rank's bytes sent) = 2 x f x (W - 1) / W x 4 bytes x parameters,
+#   f = 2 at stage 0 (the gradients all-reduced),
+#   f = 3 at stage 1 (all-reduced as DeepSpeed's stage 1 does, then the updated shards
+#       all-gathered),
+#   f = 2 at stage 2 (the gradients reduce-scattered, the updated shards all-gathered),
+#   f = 3 at stage 3 (all-gathers in forward and in backward, a reduce-scatter; every parameter
+#       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0).
+# Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
+# RATES ("1000 200"), STAGES ("0 1 2 3"), STEPS_A (2), STEPS_B (6), SHAPE (gpt_train shape flags,
+# default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+RATES=${RATES:-"1000 200"}
+STAGES=${STAGES:-"0 1 2 3"}
+STEPS_A=${STEPS_A:-2}
+STEPS_B=${STEPS_B:-6}
+SHAPE=${SHAPE:-"--n-layer 4 --d-model 256 --n-head 8 --context 64"}
+source benchmarks/gpt_bins.sh
+zerorun=$(realpath "$zerorun") train=$(realpath "$train")
+export CLUSTER="tb$$"
+CLUSTER=${CLUSTER:0:8}
+cluster() { tests/cluster/netns_cluster.sh "$@"; }
+log=$(mktemp)
+trap 'cluster down; rm -f "$log"' EXIT
+sent() { cluster bytes | awk '{ s += $2 } END { print s }'; }  # what the hosts sent
+
+# One run of STEPS steps; prints "bytes_sent parameters ms_per_step".
+run() {
+  local stage=$1 steps=$2 before after
+  before=$(sent)
+  # shellcheck disable=SC2086
+  GLOO_SOCKET_IFNAME=eth0 cluster exec 0 "$zerorun" --hostfile "$dir/hostfile" \
+    --master_addr 10.213.0.1 --master_port 30430 --ssh_port 22 --launcher_args "$(cat "$dir/ssh_args")" \
+    "$train" --deepspeed_config "$PWD/examples/gpt/ds_config_stage1.json" $SHAPE --steps "$steps" \
+    --data "$PWD/examples/gpt/data/kjv_genesis_exodus.txt" \
+    --set zero_optimization.stage="$stage" --set zero_optimization.stage3_param_persistence_threshold=0 \
+    --set zero_optimization.stage3_max_reuse_distance=0 --json_summary >"$log" 2>&1 ||
+    { tail -20 "$log"; echo "traffic.sh: stage $stage failed" >&2; exit 1; }
+  after=$(sent)
+  python3 - "$log" $((after - before)) <<'PY'
+import json, re, sys
+line = next(l for l in open(sys.argv[1]) if re.match(r"\[rank 0\] \{\"first_loss\"", l))
+s = json.loads(line.split("] ", 1)[1])
+print(sys.argv[2], s["parameters"], s["ms_per_step"])
+PY
+}
+
+echo "Bytes across the host links per step (example GPT: $SHAPE, micro batch 8, fp32 AdamW),"
+echo "2 emulated hosts x 2 ranks, Gloo over TCP through tbf-shaped veth links, $(nproc) cores in all."
+echo
+echo "| link Mbit/s | ZeRO stage | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
+echo "|---|---|---|---|---|---|---|"
+for rate in $RATES; do
+  dir=$(cluster up 2 "$rate")
+  sed -i 's/slots=1/slots=2/' "$dir/hostfile"
+  for stage in $STAGES; do
+    read -r bytes_a params _ < <(run "$stage" "$STEPS_A")
+    read -r bytes_b _ ms < <(run "$stage" "$STEPS_B")
+    python3 - "$rate" "$stage" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" <<'PY'
+import sys
+rate, stage, a, b, sa, sb, params, ms = sys.argv[1:]
+per_step = (int(b) - int(a)) / (int(sb) - int(sa))
+f = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]
+w = 4
+formula = 2 * f * (w - 1) / w * 4 * int(params)
+ratio = per_step / formula
+print(f"| {rate} | {stage} | {per_step / 1e6:.2f} | {formula / 1e6:.2f} | {ratio:.3f} | "
+      f"{'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")
+PY
+  done
+  cluster down
+done
