@@ -6,10 +6,11 @@
 # ranks and 3 hosts x 1 rank, its bytes crossing the host links; a host whose sshd is down fails
 # the launch naming it; every process of one host killed mid-run ends the job on the others, with
 # no process of the job left on any host. Exits 77 (skipped) where namespaces cannot be made.
-# usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER MASTER_PORT
+# The world discovers its hosts (node and cross-node groups) on 2 x 2 and 3 x 1.
+# usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER COMM_WORKER MASTER_PORT
 set -u
 ZERORUN=$(realpath "$1") RDZV_PROG=$(realpath "$2") RANK_PROG=$(realpath "$3")
-ENGINE_WORKER=$(realpath "$4") MASTER_PORT=$5
+ENGINE_WORKER=$(realpath "$4") COMM_WORKER=$(realpath "$5") MASTER_PORT=$6
 here=$(cd "$(dirname "$0")" && pwd)
 export CLUSTER="l$$"
 CLUSTER=${CLUSTER:0:8}
@@ -59,7 +60,16 @@ for r in 2 3; do
 done
 grep -q '^SSH_CONNECTION=<unset>$' "$tmp/env/env_0.txt" || fail "rank 0 ran over ssh, not on host 0"
 
-# 3. The golden suite (ZeRO stages 0-3 against plain LibTorch) across hosts, over eth0.
+# 3. The world's hosts: node groups of the ranks on one host, cross-node groups of one local index.
+for layout in "two_by_two 2" "three_by_one 3"; do
+  set -- $layout
+  GLOO_SOCKET_IFNAME=eth0 run "$tmp/$1" --no_local_rank "$COMM_WORKER" hosts --expect-hosts "$2" ||
+    { cat "$tmp/out"; fail "host discovery on $1"; }
+  grep -q "rank 0 $2 hosts: " "$tmp/out" || { cat "$tmp/out"; fail "host discovery on $1"; }
+  echo "hosts on $1: $(grep -m1 -o "$2 hosts: .*:" "$tmp/out")"
+done
+
+# 4. The golden suite (ZeRO stages 0-3 against plain LibTorch) across hosts, over eth0.
 for layout in two_by_two three_by_one; do
   before=$(link_bytes)
   GLOO_SOCKET_IFNAME=eth0 run "$tmp/$layout" --no_local_rank "$ENGINE_WORKER" --suite golden ||
@@ -70,7 +80,7 @@ for layout in two_by_two three_by_one; do
   echo "golden suite on $layout: passed, $crossed bytes over the host links"
 done
 
-# 4. A job whose ranks wait until killed; every process of host 1 (its sshd too) is killed.
+# 5. A job whose ranks wait until killed; every process of host 1 (its sshd too) is killed.
 alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$s" ] && [[ $s != Z* ]]; }
 d="$tmp/lost"
 mkdir -p "$d"
@@ -94,9 +104,11 @@ done
 [ -z "$left" ] || fail "processes of the job remain after host 1 was lost:$left"
 echo "host 1 lost mid-run: the job ended in $took s (exit $rc), no process left"
 
-# 5. A host whose sshd is down: the launch fails and names it.
+# 6. A host whose sshd is down: the launch fails and names it.
+# (Host 1 is gone since step 5: the job names hosts 0 and 2 only.)
 kill -9 $(ip netns pids "zc-$CLUSTER-h2")
-run "$tmp/three_by_one" --no_local_rank "$RDZV_PROG" && fail "a launch onto a host without sshd succeeded"
+printf '10.213.0.1 slots=1\n10.213.0.3 slots=1\n' >"$tmp/hosts_0_2"
+run "$tmp/hosts_0_2" --no_local_rank "$RDZV_PROG" && fail "a launch onto a host without sshd succeeded"
 grep -q "10\.213\.0\.3" "$tmp/out" || { cat "$tmp/out"; fail "the launch failure does not name 10.213.0.3"; }
 echo "a host without sshd: the launch failed: $(grep -m1 '10\.213\.0\.3' "$tmp/out")"
 echo "cluster launch: 3 emulated hosts, rendezvous, environment, golden suite, lost host, dead sshd passed"

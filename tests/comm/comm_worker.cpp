@@ -2,6 +2,7 @@
 // `collectives` checks every collective x dtype x shape exactly; `grid` the sub-communicators of
 // a tensor x data x pipeline grid; `p2p` point-to-point batches; `timeout`, `p2p-timeout` and
 // `env` modes below.
+#include <zero/comm/host_topology.h>
 #include <zero/comm/parallel_grid.h>
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
@@ -291,6 +292,45 @@ int run_grid(const RankEnv& env, int tp, int pp) {
   return 0;
 }
 
+// hosts --expect-hosts H: the world's hosts from every rank's host key (the launcher's node
+// index), each host's ranks in a node group and the ranks of one local index in a cross-node
+// group (when the hosts hold as many ranks each).
+int run_hosts(const RankEnv& env, int expect_hosts) {
+  auto world = init_communicator(env);
+  const HostTopology t = discover_hosts(*world);
+  expect(t.num_hosts() == expect_hosts, "hosts: " + t.to_string());
+  const int host = t.host_of[env.rank];
+  const HostGroups g = make_host_groups(*world, t);
+  auto members = [&](const std::shared_ptr<Communicator>& group) {
+    at::Tensor in = at::full({1}, env.rank, at::kLong);
+    at::Tensor out = at::zeros({group->world_size()}, at::kLong);
+    group->all_gather(in, out)->wait();
+    return out;
+  };
+  const std::vector<int> same_host = t.ranks_on(host);
+  expect(g.node && g.node->world_size() == static_cast<int>(same_host.size()), "node group size");
+  expect_equal(members(g.node),
+               at::tensor(std::vector<int64_t>(same_host.begin(), same_host.end()), at::kLong),
+               "node group: this host's ranks");
+  // Each rank's host key is its launcher's node index: the ranks of a node group share it.
+  at::Tensor key = at::full({1}, host_key(), at::kLong);
+  at::Tensor low = key.clone();
+  g.node->all_reduce(low, ReduceOp::kMax)->wait();
+  expect_equal(low, key, "node group: one host key");
+  expect(t.uniform() == (g.cross_node != nullptr), "cross-node group exists when uniform");
+  if (g.cross_node) {
+    std::vector<int64_t> same_index;
+    for (int h = 0; h < t.num_hosts(); ++h)
+      same_index.push_back(t.ranks_on(h)[t.local_rank_of[env.rank]]);
+    expect_equal(members(g.cross_node), at::tensor(same_index, at::kLong),
+                 "cross-node group: this local index on every host");
+  }
+  world->barrier()->wait();
+  std::cout << "rank " << env.rank << " " << t.to_string() << ": " << g_checks
+            << " checks passed\n";
+  return 0;
+}
+
 // timeout --mode never-joins|stops-joining --absent-rank R --timeout-ms T
 int run_timeout(const RankEnv& env, const std::string& mode, int absent, int timeout_ms) {
   CommOptions opts;
@@ -501,6 +541,7 @@ int main(int argc, char** argv) {
                          std::stoi(flag("--absent-rank", "1")),
                          std::stoi(flag("--timeout-ms", "3000")));
     if (mode == "p2p") return run_p2p(env);
+    if (mode == "hosts") return run_hosts(env, std::stoi(flag("--expect-hosts", "1")));
     if (mode == "p2p-timeout") return run_p2p_timeout(env);
     if (mode == "env")
       return run_env(env, flag("--expect-source", "env"), std::stoi(flag("--expect-world", "1")));

@@ -1,0 +1,40 @@
+// Which host each rank of a communicator runs on, and the two groups that topology-aware
+// collectives (within a host, then across hosts) and ZeRO++'s hpZ / qgZ and MiCS work in.
+#pragma once
+
+#include <zero/comm/communicator.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zero {
+
+struct HostTopology {
+  std::vector<int> host_of;        // per rank: its host, numbered in the order of their lowest rank
+  std::vector<int> local_rank_of;  // per rank: its index among its host's ranks, in rank order
+  int num_hosts() const;
+  std::vector<int> ranks_on(int host) const;  // in rank order
+  // Every host holds the same number of ranks (the cross-host groups exist).
+  bool uniform() const;
+  std::string to_string() const;  // "2 hosts: [0 1] [2 3]"
+};
+
+// This process's host key: the launcher's node index (CROSS_RANK, which zerorun and DeepSpeed's
+// launcher set; SLURM_NODEID under srun; OMPI_COMM_WORLD_NODE_RANK is not one) or else a hash
+// of the host name. Ranks with one key share a host.
+int64_t host_key();
+
+// Collective over `comm`: every rank's host_key() gathered, hosts numbered by their lowest rank.
+HostTopology discover_hosts(Communicator& comm);
+
+struct HostGroups {
+  std::shared_ptr<Communicator> node;        // this rank's host's ranks, in rank order
+  std::shared_ptr<Communicator> cross_node;  // the ranks of this local index on every host, in
+                                             // host order; null when the hosts are not uniform
+};
+// Collective over `comm` (its new_group calls, the same on every rank).
+HostGroups make_host_groups(Communicator& comm, const HostTopology& topology);
+
+}  // namespace zero
