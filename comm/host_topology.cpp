@@ -81,6 +81,7 @@ HostTopology discover_hosts(Communicator& comm) {
 
 HostGroups make_host_groups(Communicator& comm, const HostTopology& topology) {
   HostGroups g;
+  g.hosts = topology.num_hosts();
   for (int h = 0; h < topology.num_hosts(); ++h)
     if (auto group = comm.new_group(topology.ranks_on(h))) g.node = group;
   if (!topology.uniform()) return g;
@@ -91,6 +92,35 @@ HostGroups make_host_groups(Communicator& comm, const HostTopology& topology) {
     if (auto group = comm.new_group(ranks)) g.cross_node = group;
   }
   return g;
+}
+
+void hierarchical_all_reduce(const HostGroups& groups, at::Tensor& tensor, ReduceOp op) {
+  ZERO_CHECK(groups.node, UsageError, "hierarchical_all_reduce: no node group");
+  const int local = groups.node->world_size();
+  const int hosts = groups.hosts;
+  ZERO_CHECK(hosts == 1 || groups.cross_node, UsageError, "hierarchical_all_reduce: the ", hosts,
+             " hosts hold different numbers of ranks (no cross-node group)");
+  ZERO_CHECK(tensor.is_contiguous(), UsageError,
+             "hierarchical_all_reduce: a non-contiguous tensor");
+  const int64_t n = tensor.numel(), part_numel = (n + local - 1) / local;
+  const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  // The host's ranks each reduce one part (the last padded with zeros, which sum and max keep).
+  at::Tensor flat = tensor.view({-1});
+  at::Tensor padded = part_numel * local == n
+                          ? flat
+                          : at::cat({flat, at::zeros({part_numel * local - n}, flat.options())});
+  at::Tensor part = at::empty({part_numel}, flat.options());
+  groups.node->reduce_scatter(padded, part, sum_op)->wait();
+  if (hosts > 1) groups.cross_node->all_reduce(part, sum_op)->wait();
+  groups.node->all_gather(part, padded)->wait();
+  if (padded.data_ptr() != flat.data_ptr()) flat.copy_(padded.narrow(0, 0, n));
+  if (op == ReduceOp::kAvg) {
+    const int64_t world = int64_t{local} * hosts;
+    if (at::isFloatingType(flat.scalar_type()))
+      flat.div_(static_cast<double>(world));
+    else
+      flat.copy_(at::div(flat, world, "trunc"));
+  }
 }
 
 }  // namespace zero

@@ -6,7 +6,8 @@
 # ranks and 3 hosts x 1 rank, its bytes crossing the host links; a host whose sshd is down fails
 # the launch naming it; every process of one host killed mid-run ends the job on the others, with
 # no process of the job left on any host. Exits 77 (skipped) where namespaces cannot be made.
-# The world discovers its hosts (node and cross-node groups) on 2 x 2 and 3 x 1.
+# The world discovers its hosts (node and cross-node groups) on 2 x 2 and 3 x 1, and the
+# hierarchical all-reduce equals the flat one there and sends 2/3 of its bytes across hosts.
 # usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER COMM_WORKER MASTER_PORT
 set -u
 ZERORUN=$(realpath "$1") RDZV_PROG=$(realpath "$2") RANK_PROG=$(realpath "$3")
@@ -68,6 +69,25 @@ for layout in "two_by_two 2" "three_by_one 3"; do
   grep -q "rank 0 $2 hosts: " "$tmp/out" || { cat "$tmp/out"; fail "host discovery on $1"; }
   echo "hosts on $1: $(grep -m1 -o "$2 hosts: .*:" "$tmp/out")"
 done
+
+# The hierarchical all-reduce (within the host, across, within) sends 2/3 of the flat ring's bytes
+# across the hosts at 2 hosts x 2 ranks: 2 N in all per all-reduce of N bytes, against the ring's
+# 2 crossings x 2 (W - 1) / W N = 3 N.
+declare -A across
+for algo in flat hierarchical; do
+  before=$(cluster bytes | awk '{ s += $2 } END { print s }')
+  GLOO_SOCKET_IFNAME=eth0 run "$tmp/two_by_two" --no_local_rank "$COMM_WORKER" allreduce-bytes \
+    --algo "$algo" --mb 8 || { cat "$tmp/out"; fail "$algo all-reduce"; }
+  across[$algo]=$(($(cluster bytes | awk '{ s += $2 } END { print s }') - before))
+done
+python3 - "${across[flat]}" "${across[hierarchical]}" <<'PY' || fail "hierarchical all-reduce bytes"
+import sys
+flat, hier = map(int, sys.argv[1:])
+n = 10 * 8 * 2**20  # ten all-reduces of 8 MiB
+print(f"all-reduce across 2 hosts x 2 ranks: flat ring {flat / n:.2f} N, hierarchical {hier / n:.2f} N "
+      f"(formulas 3 N and 2 N; ratio {hier / flat:.3f})")
+sys.exit(0 if abs(flat / n - 3) < 0.3 and abs(hier / n - 2) < 0.2 else 1)
+PY
 
 # 4. The golden suite (ZeRO stages 0-3 against plain LibTorch) across hosts, over eth0.
 for layout in two_by_two three_by_one; do

@@ -325,8 +325,46 @@ int run_hosts(const RankEnv& env, int expect_hosts) {
     expect_equal(members(g.cross_node), at::tensor(same_index, at::kLong),
                  "cross-node group: this local index on every host");
   }
+  // The hierarchical all-reduce against the flat one: integers exactly (sum, max, average), floats
+  // to rounding; odd sizes pad the parts.
+  if (g.cross_node || t.num_hosts() == 1) {
+    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+        at::Tensor ints = at::arange(n, at::kLong) * (env.rank + 3) - 5 * env.rank;
+        at::Tensor want = ints.clone();
+        world->all_reduce(want, op)->wait();
+        hierarchical_all_reduce(g, ints, op);
+        expect_equal(ints, want,
+                     std::string("hierarchical all-reduce of int64 (") + to_string(op) + ")");
+      }
+      at::Tensor floats = at::sin(at::arange(n, at::kFloat) + env.rank);
+      at::Tensor want = floats.clone();
+      world->all_reduce(want, ReduceOp::kSum)->wait();
+      hierarchical_all_reduce(g, floats, ReduceOp::kSum);
+      expect(at::allclose(floats, want, 1e-5, 1e-6), "hierarchical all-reduce of float32");
+    }
+  }
   world->barrier()->wait();
   std::cout << "rank " << env.rank << " " << t.to_string() << ": " << g_checks
+            << " checks passed\n";
+  return 0;
+}
+
+// allreduce-bytes --algo flat|hierarchical --mb M: ten all-reduces of M MiB of float32 (for the
+// bytes the host links carry; the cluster test counts them).
+int run_allreduce_bytes(const RankEnv& env, const std::string& algo, int64_t mib) {
+  auto world = init_communicator(env);
+  const HostGroups g = make_host_groups(*world, discover_hosts(*world));
+  at::Tensor t = at::ones({mib * (1 << 20) / 4}, at::kFloat);
+  for (int i = 0; i < 10; ++i) {
+    if (algo == "flat")
+      world->all_reduce(t, ReduceOp::kAvg)->wait();
+    else
+      hierarchical_all_reduce(g, t, ReduceOp::kAvg);
+  }
+  expect(at::all(t == 1).item<bool>(), "the averages of ones are ones");
+  world->barrier()->wait();
+  std::cout << "rank " << env.rank << " " << algo << " all-reduce: " << g_checks
             << " checks passed\n";
   return 0;
 }
@@ -542,6 +580,8 @@ int main(int argc, char** argv) {
                          std::stoi(flag("--timeout-ms", "3000")));
     if (mode == "p2p") return run_p2p(env);
     if (mode == "hosts") return run_hosts(env, std::stoi(flag("--expect-hosts", "1")));
+    if (mode == "allreduce-bytes")
+      return run_allreduce_bytes(env, flag("--algo", "flat"), std::stoll(flag("--mb", "16")));
     if (mode == "p2p-timeout") return run_p2p_timeout(env);
     if (mode == "env")
       return run_env(env, flag("--expect-source", "env"), std::stoi(flag("--expect-world", "1")));

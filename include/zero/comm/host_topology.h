@@ -33,8 +33,17 @@ struct HostGroups {
   std::shared_ptr<Communicator> node;        // this rank's host's ranks, in rank order
   std::shared_ptr<Communicator> cross_node;  // the ranks of this local index on every host, in
                                              // host order; null when the hosts are not uniform
+  int hosts = 1;
 };
 // Collective over `comm` (its new_group calls, the same on every rank).
 HostGroups make_host_groups(Communicator& comm, const HostTopology& topology);
+
+// All-reduce in three steps: reduce-scatter within the host (node group), all-reduce of this
+// rank's part across the hosts (cross-node group), all-gather within the host. A host's link then
+// carries 2 (H - 1) / H of the tensor each way for H hosts, where a flat ring over W ranks placed
+// host by host sends 2 (W - 1) / W of it over each of its H host crossings. Blocking; collective
+// over every rank of the groups' communicator; needs uniform hosts (groups.cross_node, or one
+// host). kAvg divides once after summing, as Communicator::all_reduce promises.
+void hierarchical_all_reduce(const HostGroups& groups, at::Tensor& tensor, ReduceOp op);
 
 }  // namespace zero
