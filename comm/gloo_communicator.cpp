@@ -2,6 +2,7 @@
 // worker thread (Gloo's new-style algorithms + our ring reduce-scatter), timeouts and errors.
 #include "gloo_communicator.h"
 
+#include "completion_work.h"
 #include "p2p.h"
 #include "reduce_kernels.h"
 
@@ -116,39 +117,10 @@ struct GlooCommunicator::Task {
   Body body;
   std::shared_ptr<CommsLog> log;  // comms_logger: where the latency goes, when set
   const char* caller = "";
-  std::shared_ptr<class GlooWork> work;
+  std::shared_ptr<CompletionWork> work;
 };
 
-class GlooWork final : public Work {
- public:
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-  bool is_completed() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_;
-  }
-  std::exception_ptr error() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
-  }
-  void finish(std::exception_ptr error) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::move(error);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-};
+using GlooWork = CompletionWork;
 
 GlooCommunicator::GlooCommunicator(GlooGroupSpec spec) : spec_(std::move(spec)) {
   ZERO_ASSERT(spec_.store && spec_.device, "GlooCommunicator needs a store and a device");

@@ -236,6 +236,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   impl->split_dims = detail::check_tensor_parallel(*model, grid);
   const detail::SplitDims& split = impl->split_dims;
   impl->data = grid ? grid->data_group() : comm;
+  impl->reducing = detail::reducing_communicator(impl->data);
   impl->tensor = grid ? grid->tensor_group() : nullptr;
   impl->tensor_rank = grid ? grid->tensor_rank() : 0;
   impl->tensor_size = grid ? grid->tensor_size() : 1;
@@ -441,7 +442,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
       detail::open_swap_folders(config, *comm, ordered[0].second.device());
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
   impl->stage =
-      Stage::create(sopts, impl->params, std::move(layout), impl->data,
+      Stage::create(sopts, impl->params, std::move(layout), impl->reducing,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));
   for (size_t k = 0; k < impl->wrappers.size(); ++k)
     impl->wrappers[k]->attach(stage == 3 ? impl->stage.get() : nullptr, static_cast<int>(k + 1));

@@ -73,6 +73,8 @@ struct Engine::Impl {
   std::shared_ptr<Communicator> comm;  // the world: rank-0 prints, agreement, file identity
   // The data-parallel group ZeRO shards over: comm itself without tensor parallelism.
   std::shared_ptr<Communicator> data;
+  // What the stage reduces over: `data`, or its hierarchical wrapper across hosts.
+  std::shared_ptr<Communicator> reducing;
   int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
   std::shared_ptr<Communicator> tensor;  // the tensor-parallel group (null without a grid)
   // Pipelines: the model, its stage's group (null without stages) and their number.

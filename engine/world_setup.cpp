@@ -6,8 +6,10 @@
 #include <zero/error.h>
 
 #include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -39,6 +41,25 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
       ranks.str(), " differs from rank 0's (rank ", comm.rank(), ": ", layout.params().size(),
       " parameters, ", layout.total_padded_numel(),
       " elements); every rank must build the same model"));
+}
+
+std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data) {
+  const char* env = std::getenv("ZERO_HIERARCHICAL_ALLREDUCE");
+  const std::string mode = env && *env ? env : "auto";
+  ZERO_CHECK(mode == "auto" || mode == "on" || mode == "off", UsageError,
+             "ZERO_HIERARCHICAL_ALLREDUCE='", mode, "': expected auto, on or off");
+  if (mode == "off" || data->world_size() == 1) return data;
+  const HostTopology hosts = discover_hosts(*data);
+  const int local = static_cast<int>(hosts.ranks_on(0).size());
+  if (!hosts.uniform() || local == 1 || (mode == "auto" && hosts.num_hosts() == 1)) return data;
+  const int64_t min_bytes = mode == "on" ? 0 : int64_t{64} << 10;
+  if (data->rank() == 0)
+    spdlog::info(
+        "[rank 0] data group on {}: all-reduces of {} run hierarchically (within each "
+        "host, across hosts, within)",
+        hosts.to_string(), min_bytes ? "64 KiB or more" : "every size");
+  return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts),
+                                                    min_bytes);
 }
 
 }  // namespace zero::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <zero/comm/communicator.h>
+#include <zero/comm/hierarchical_communicator.h>
 #include <zero/core/layout.h>
 
 #include <c10/core/Device.h>
@@ -22,5 +23,12 @@ std::shared_ptr<Communicator> communicator_for(const torch::nn::Module& model);
 // UsageError naming the ranks whose layout differs from rank 0's.
 void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device device,
                        const char* caller);
+
+// The communicator ZeRO reduces gradients over: `data` itself, or where the data group spans
+// several hosts with as many ranks each (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default) a
+// HierarchicalCommunicator whose all-reduces of 64 KiB or more run within the host, across, within;
+// "on": every all-reduce, also on one host (its node group is then the whole group), "off" never.
+// Collective over `data` (a host discovery) unless off; UsageError for another value.
+std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data);
 
 }  // namespace zero::detail

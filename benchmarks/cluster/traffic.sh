@@ -12,14 +12,18 @@
 #   f = 2 at stage 2 (the gradients reduce-scattered, the updated shards all-gathered),
 #   f = 3 at stage 3 (all-gathers in forward and in backward, a reduce-scatter; every parameter
 #       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0).
+# With hierarchical all-reduces (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
+# within the host, across, within) an all-reduce sends 2 (H - 1) x 4 bytes x parameters across
+# H hosts instead of the ring's H x 2 (W - 1) / W; the all-gathers and reduce-scatters stay flat.
+# CASES lists STAGE:MODE pairs, MODE off (flat rings) or auto (hierarchical all-reduce).
 # Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
-# RATES ("1000 200"), STAGES ("0 1 2 3"), STEPS_A (2), STEPS_B (6), SHAPE (gpt_train shape flags,
-# default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
+# RATES ("1000 200"), CASES ("0:off 0:auto 1:off 1:auto 2:off 3:off"), STEPS_A (2), STEPS_B (6),
+# SHAPE (gpt_train shape flags, default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 RATES=${RATES:-"1000 200"}
-STAGES=${STAGES:-"0 1 2 3"}
+CASES=${CASES:-"0:off 0:auto 1:off 1:auto 2:off 3:off"}
 STEPS_A=${STEPS_A:-2}
 STEPS_B=${STEPS_B:-6}
 SHAPE=${SHAPE:-"--n-layer 4 --d-model 256 --n-head 8 --context 64"}
@@ -34,10 +38,10 @@ sent() { cluster bytes | awk '{ s += $2 } END { print s }'; }  # what the hosts 
 
 # One run of STEPS steps; prints "bytes_sent parameters ms_per_step".
 run() {
-  local stage=$1 steps=$2 before after
+  local stage=$1 mode=$2 steps=$3 before after
   before=$(sent)
   # shellcheck disable=SC2086
-  GLOO_SOCKET_IFNAME=eth0 cluster exec 0 "$zerorun" --hostfile "$dir/hostfile" \
+  GLOO_SOCKET_IFNAME=eth0 ZERO_HIERARCHICAL_ALLREDUCE=$mode cluster exec 0 "$zerorun" --hostfile "$dir/hostfile" \
     --master_addr 10.213.0.1 --master_port 30430 --ssh_port 22 --launcher_args "$(cat "$dir/ssh_args")" \
     "$train" --deepspeed_config "$PWD/examples/gpt/ds_config_stage1.json" $SHAPE --steps "$steps" \
     --data "$PWD/examples/gpt/data/kjv_genesis_exodus.txt" \
@@ -56,24 +60,26 @@ PY
 echo "Bytes across the host links per step (example GPT: $SHAPE, micro batch 8, fp32 AdamW),"
 echo "2 emulated hosts x 2 ranks, Gloo over TCP through tbf-shaped veth links, $(nproc) cores in all."
 echo
-echo "| link Mbit/s | ZeRO stage | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
-echo "|---|---|---|---|---|---|---|"
+echo "| link Mbit/s | ZeRO stage | all-reduce | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
+echo "|---|---|---|---|---|---|---|---|"
 for rate in $RATES; do
   dir=$(cluster up 2 "$rate")
   sed -i 's/slots=1/slots=2/' "$dir/hostfile"
-  for stage in $STAGES; do
-    read -r bytes_a params _ < <(run "$stage" "$STEPS_A")
-    read -r bytes_b _ ms < <(run "$stage" "$STEPS_B")
-    python3 - "$rate" "$stage" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" <<'PY'
+  for case in $CASES; do
+    stage=${case%%:*} mode=${case#*:}
+    read -r bytes_a params _ < <(run "$stage" "$mode" "$STEPS_A")
+    read -r bytes_b _ ms < <(run "$stage" "$mode" "$STEPS_B")
+    python3 - "$rate" "$stage" "$mode" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" <<'PY'
 import sys
-rate, stage, a, b, sa, sb, params, ms = sys.argv[1:]
+rate, stage, mode, a, b, sa, sb, params, ms = sys.argv[1:]
 per_step = (int(b) - int(a)) / (int(sb) - int(sa))
-f = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]
-w = 4
-formula = 2 * f * (w - 1) / w * 4 * int(params)
+w, h, n = 4, 2, 4 * int(params)
+ring = lambda k: h * k * (w - 1) / w * n  # k ring passes (an all-reduce is 2) over h crossings
+all_reduce = 2 * (h - 1) * n if mode == "auto" else ring(2)
+formula = {"0": all_reduce, "1": all_reduce + ring(1), "2": ring(2), "3": ring(3)}[stage]
 ratio = per_step / formula
-print(f"| {rate} | {stage} | {per_step / 1e6:.2f} | {formula / 1e6:.2f} | {ratio:.3f} | "
-      f"{'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")
+print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {per_step / 1e6:.2f} | "
+      f"{formula / 1e6:.2f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")
 PY
   done
   cluster down

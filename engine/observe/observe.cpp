@@ -16,6 +16,8 @@
 
 #include "engine_impl.h"
 
+#include <zero/comm/hierarchical_communicator.h>
+
 namespace zero {
 
 namespace {
@@ -62,8 +64,14 @@ void Engine::Impl::observe_before_stage() {
 
 std::vector<Communicator*> Engine::Impl::groups() const {
   std::vector<Communicator*> out;
+  std::vector<Communicator*> all;
   for (const auto* g : {&comm, &data, &tensor, &pipe_group})
-    if (*g && std::find(out.begin(), out.end(), g->get()) == out.end()) out.push_back(g->get());
+    if (*g) all.push_back(g->get());
+  // A hierarchical wrapper runs its all-reduces on the host groups: they record them.
+  if (auto* h = dynamic_cast<HierarchicalCommunicator*>(reducing.get()))
+    for (Communicator* c : h->members()) all.push_back(c);
+  for (Communicator* g : all)
+    if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
   return out;
 }
 

@@ -1,0 +1,73 @@
+// A data-parallel communicator whose large all-reduces run hierarchically (within the host,
+// across the hosts, within the host: hierarchical_all_reduce), everything else on the flat
+// communicator. The hierarchical ones run in order on one thread of their own, so every rank
+// issues the node and cross-node groups' collectives in the same order; each returns a Work that
+// completes when its three steps have.
+#pragma once
+
+#include <zero/comm/host_topology.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace zero {
+
+class HierarchicalCommunicator : public Communicator {
+ public:
+  // All-reduces of at least `min_bytes` go hierarchical over `groups` (made from `flat`).
+  HierarchicalCommunicator(std::shared_ptr<Communicator> flat, HostGroups groups,
+                           int64_t min_bytes);
+  ~HierarchicalCommunicator() override;  // finishes the queued all-reduces, then stops
+
+  int rank() const override { return flat_->rank(); }
+  int world_size() const override { return flat_->world_size(); }
+  Backend backend() const override { return flat_->backend(); }
+  WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
+  WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                            InputUse use) override {
+    return flat_->reduce_scatter(input, output, op, use);
+  }
+  WorkHandle reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                              const std::vector<int64_t>& counts, ReduceOp op,
+                              InputUse use) override {
+    return flat_->reduce_scatter_v(input, output, counts, op, use);
+  }
+  WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) override {
+    return flat_->all_gather(input, output);
+  }
+  WorkHandle all_gather_v(const at::Tensor& input, at::Tensor& output,
+                          const std::vector<int64_t>& counts) override {
+    return flat_->all_gather_v(input, output, counts);
+  }
+  WorkHandle broadcast(at::Tensor& tensor, int root) override {
+    return flat_->broadcast(tensor, root);
+  }
+  WorkHandle barrier() override { return flat_->barrier(); }
+  WorkHandle batch_p2p(std::vector<P2POp> ops) override { return flat_->batch_p2p(std::move(ops)); }
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override {
+    return flat_->new_group(ranks);
+  }
+
+  const HostGroups& groups() const { return groups_; }
+  // The communicators that record what runs (the flat one and the two groups).
+  std::vector<Communicator*> members() const;
+  int64_t hierarchical_count() const;  // all-reduces that ran hierarchically so far
+
+ private:
+  struct Job;
+  void run();
+
+  std::shared_ptr<Communicator> flat_;
+  HostGroups groups_;
+  int64_t min_bytes_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  int64_t count_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace zero
