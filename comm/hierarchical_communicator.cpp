@@ -6,8 +6,7 @@
 namespace zero {
 
 struct HierarchicalCommunicator::Job {
-  at::Tensor tensor;
-  ReduceOp op = ReduceOp::kSum;
+  std::function<void()> body;  // holds the tensors until it ran
   std::shared_ptr<CompletionWork> work = std::make_shared<CompletionWork>();
 };
 
@@ -26,11 +25,9 @@ HierarchicalCommunicator::~HierarchicalCommunicator() {
   worker_.join();
 }
 
-WorkHandle HierarchicalCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
-  if (static_cast<int64_t>(tensor.nbytes()) < min_bytes_) return flat_->all_reduce(tensor, op);
+WorkHandle HierarchicalCommunicator::enqueue(std::function<void()> body) {
   auto job = std::make_shared<Job>();
-  job->tensor = tensor;
-  job->op = op;
+  job->body = std::move(body);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
@@ -38,6 +35,40 @@ WorkHandle HierarchicalCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op)
   }
   ready_.notify_one();
   return job->work;
+}
+
+WorkHandle HierarchicalCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (static_cast<int64_t>(tensor.nbytes()) < min_bytes_) return flat_->all_reduce(tensor, op);
+  return enqueue([this, tensor, op]() mutable { hierarchical_all_reduce(groups_, tensor, op); });
+}
+
+WorkHandle HierarchicalCommunicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                                                      const std::vector<int64_t>& counts,
+                                                      ReduceOp op, InputUse use) {
+  if (static_cast<int64_t>(input.nbytes()) < min_bytes_)
+    return flat_->reduce_scatter_v(input, output, counts, op, use);
+  return enqueue([this, input, output, counts, op]() mutable {
+    hierarchical_reduce_scatter_v(groups_, input, output, counts, op);
+  });
+}
+
+WorkHandle HierarchicalCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output,
+                                                    ReduceOp op, InputUse use) {
+  return reduce_scatter_v(input, output, std::vector<int64_t>(world_size(), output.numel()), op,
+                          use);
+}
+
+WorkHandle HierarchicalCommunicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
+                                                  const std::vector<int64_t>& counts) {
+  if (static_cast<int64_t>(output.nbytes()) < min_bytes_)
+    return flat_->all_gather_v(input, output, counts);
+  return enqueue([this, input, output, counts]() mutable {
+    hierarchical_all_gather_v(groups_, input, output, counts);
+  });
+}
+
+WorkHandle HierarchicalCommunicator::all_gather(const at::Tensor& input, at::Tensor& output) {
+  return all_gather_v(input, output, std::vector<int64_t>(world_size(), input.numel()));
 }
 
 std::vector<Communicator*> HierarchicalCommunicator::members() const {
@@ -64,10 +95,11 @@ void HierarchicalCommunicator::run() {
     }
     std::exception_ptr failure;
     try {
-      hierarchical_all_reduce(groups_, job->tensor, job->op);
+      job->body();
     } catch (...) {
       failure = std::current_exception();
     }
+    job->body = nullptr;  // the tensors go before the waiter wakes
     job->work->finish(failure);
   }
 }

@@ -82,6 +82,7 @@ HostTopology discover_hosts(Communicator& comm) {
 HostGroups make_host_groups(Communicator& comm, const HostTopology& topology) {
   HostGroups g;
   g.hosts = topology.num_hosts();
+  g.topology = topology;
   for (int h = 0; h < topology.num_hosts(); ++h)
     if (auto group = comm.new_group(topology.ranks_on(h))) g.node = group;
   if (!topology.uniform()) return g;

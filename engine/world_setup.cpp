@@ -55,8 +55,8 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
   const int64_t min_bytes = mode == "on" ? 0 : int64_t{64} << 10;
   if (data->rank() == 0)
     spdlog::info(
-        "[rank 0] data group on {}: all-reduces of {} run hierarchically (within each "
-        "host, across hosts, within)",
+        "[rank 0] data group on {}: all-reduces, reduce-scatters and all-gathers of {} run "
+        "hierarchically (within each host and across hosts)",
         hosts.to_string(), min_bytes ? "64 KiB or more" : "every size");
   return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts),
                                                     min_bytes);

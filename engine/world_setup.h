@@ -26,8 +26,9 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
 
 // The communicator ZeRO reduces gradients over: `data` itself, or where the data group spans
 // several hosts with as many ranks each (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default) a
-// HierarchicalCommunicator whose all-reduces of 64 KiB or more run within the host, across, within;
-// "on": every all-reduce, also on one host (its node group is then the whole group), "off" never.
+// HierarchicalCommunicator whose all-reduces, reduce-scatters and all-gathers of 64 KiB or more
+// run within the host and across; "on": every one, also on one host (its node group is then the
+// whole group), "off" never.
 // Collective over `data` (a host discovery) unless off; UsageError for another value.
 std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data);
 

@@ -12,18 +12,18 @@
 #   f = 2 at stage 2 (the gradients reduce-scattered, the updated shards all-gathered),
 #   f = 3 at stage 3 (all-gathers in forward and in backward, a reduce-scatter; every parameter
 #       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0).
-# With hierarchical all-reduces (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
-# within the host, across, within) an all-reduce sends 2 (H - 1) x 4 bytes x parameters across
-# H hosts instead of the ring's H x 2 (W - 1) / W; the all-gathers and reduce-scatters stay flat.
-# CASES lists STAGE:MODE pairs, MODE off (flat rings) or auto (hierarchical all-reduce).
+# With hierarchical collectives (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
+# within the host, then across) each pass sends (H - 1) x 4 bytes x parameters across H hosts
+# instead of the ring's H x (W - 1) / W x 4 bytes x parameters (2 N against 3 N at 2 x 2 for f = 2).
+# CASES lists STAGE:MODE pairs, MODE off (flat rings) or auto (hierarchical).
 # Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
-# RATES ("1000 200"), CASES ("0:off 0:auto 1:off 1:auto 2:off 3:off"), STEPS_A (2), STEPS_B (6),
+# RATES ("1000 200"), CASES ("0:off 0:auto ... 3:off 3:auto"), STEPS_A (2), STEPS_B (6),
 # SHAPE (gpt_train shape flags, default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 RATES=${RATES:-"1000 200"}
-CASES=${CASES:-"0:off 0:auto 1:off 1:auto 2:off 3:off"}
+CASES=${CASES:-"0:off 0:auto 1:off 1:auto 2:off 2:auto 3:off 3:auto"}
 STEPS_A=${STEPS_A:-2}
 STEPS_B=${STEPS_B:-6}
 SHAPE=${SHAPE:-"--n-layer 4 --d-model 256 --n-head 8 --context 64"}
@@ -34,7 +34,7 @@ CLUSTER=${CLUSTER:0:8}
 cluster() { tests/cluster/netns_cluster.sh "$@"; }
 log=$(mktemp)
 trap 'cluster down; rm -f "$log"' EXIT
-sent() { cluster bytes | awk '{ s += $2 } END { print s }'; }  # what the hosts sent
+sent() { cluster bytes | awk '{ s += $2 } END { printf "%.0f\n", s }'; }  # what the hosts sent
 
 # One run of STEPS steps; prints "bytes_sent parameters ms_per_step".
 run() {
@@ -74,9 +74,9 @@ import sys
 rate, stage, mode, a, b, sa, sb, params, ms = sys.argv[1:]
 per_step = (int(b) - int(a)) / (int(sb) - int(sa))
 w, h, n = 4, 2, 4 * int(params)
-ring = lambda k: h * k * (w - 1) / w * n  # k ring passes (an all-reduce is 2) over h crossings
-all_reduce = 2 * (h - 1) * n if mode == "auto" else ring(2)
-formula = {"0": all_reduce, "1": all_reduce + ring(1), "2": ring(2), "3": ring(3)}[stage]
+passes = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]  # an all-reduce is 2
+per_pass = (h - 1) * n if mode == "auto" else h * (w - 1) / w * n
+formula = passes * per_pass
 ratio = per_step / formula
 print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {per_step / 1e6:.2f} | "
       f"{formula / 1e6:.2f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")

@@ -36,7 +36,7 @@ run() {
     >"$tmp/out" 2>&1
 }
 link_bytes() {  # tx + rx of every host link
-  cluster bytes | awk '{ s += $2 + $3 } END { print s }'
+  cluster bytes | awk '{ s += $2 + $3 } END { printf "%.0f\n", s }'
 }
 
 # 1. A rendezvous across the bridge: rank 2 is host 1's local rank 0.
@@ -75,10 +75,10 @@ done
 # 2 crossings x 2 (W - 1) / W N = 3 N.
 declare -A across
 for algo in flat hierarchical; do
-  before=$(cluster bytes | awk '{ s += $2 } END { print s }')
+  before=$(cluster bytes | awk '{ s += $2 } END { printf "%.0f\n", s }')
   GLOO_SOCKET_IFNAME=eth0 run "$tmp/two_by_two" --no_local_rank "$COMM_WORKER" allreduce-bytes \
     --algo "$algo" --mb 8 || { cat "$tmp/out"; fail "$algo all-reduce"; }
-  across[$algo]=$(($(cluster bytes | awk '{ s += $2 } END { print s }') - before))
+  across[$algo]=$(($(cluster bytes | awk '{ s += $2 } END { printf "%.0f\n", s }') - before))
 done
 python3 - "${across[flat]}" "${across[hierarchical]}" <<'PY' || fail "hierarchical all-reduce bytes"
 import sys

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -343,6 +344,23 @@ int run_hosts(const RankEnv& env, int expect_hosts) {
       hierarchical_all_reduce(g, floats, ReduceOp::kSum);
       expect(at::allclose(floats, want, 1e-5, 1e-6), "hierarchical all-reduce of float32");
     }
+    // Reduce-scatter and all-gather with uneven segments (one empty), against the flat ones.
+    std::vector<int64_t> counts;
+    for (int r = 0; r < world->world_size(); ++r) counts.push_back(r == 1 ? 0 : 2 * r + 3);
+    const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      const at::Tensor input = at::arange(total, at::kLong) * (env.rank + 2) - 7 * env.rank;
+      at::Tensor want = at::empty({counts[env.rank]}, at::kLong);
+      at::Tensor got = at::empty({counts[env.rank]}, at::kLong);
+      world->reduce_scatter_v(input.clone(), want, counts, op)->wait();
+      hierarchical_reduce_scatter_v(g, input, got, counts, op);
+      expect_equal(got, want, std::string("hierarchical reduce-scatter (") + to_string(op) + ")");
+    }
+    const at::Tensor mine = at::arange(counts[env.rank], at::kLong) + 100 * env.rank;
+    at::Tensor want = at::empty({total}, at::kLong), got = at::full({total}, -1, at::kLong);
+    world->all_gather_v(mine, want, counts)->wait();
+    hierarchical_all_gather_v(g, mine, got, counts);
+    expect_equal(got, want, "hierarchical all-gather");
   }
   world->barrier()->wait();
   std::cout << "rank " << env.rank << " " << t.to_string() << ": " << g_checks

@@ -1,14 +1,15 @@
-// A data-parallel communicator whose large all-reduces run hierarchically (within the host,
-// across the hosts, within the host: hierarchical_all_reduce), everything else on the flat
-// communicator. The hierarchical ones run in order on one thread of their own, so every rank
+// A data-parallel communicator whose large all-reduces, reduce-scatters and all-gathers run
+// hierarchically (within the host, across the hosts: host_topology.h), everything else on the
+// flat communicator. The hierarchical ones run in order on one thread of their own, so every rank
 // issues the node and cross-node groups' collectives in the same order; each returns a Work that
-// completes when its three steps have.
+// completes when its steps have.
 #pragma once
 
 #include <zero/comm/host_topology.h>
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -16,7 +17,8 @@ namespace zero {
 
 class HierarchicalCommunicator : public Communicator {
  public:
-  // All-reduces of at least `min_bytes` go hierarchical over `groups` (made from `flat`).
+  // Collectives of at least `min_bytes` (the whole buffer) go hierarchical over `groups` (made
+  // from `flat`).
   HierarchicalCommunicator(std::shared_ptr<Communicator> flat, HostGroups groups,
                            int64_t min_bytes);
   ~HierarchicalCommunicator() override;  // finishes the queued all-reduces, then stops
@@ -26,21 +28,13 @@ class HierarchicalCommunicator : public Communicator {
   Backend backend() const override { return flat_->backend(); }
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                            InputUse use) override {
-    return flat_->reduce_scatter(input, output, op, use);
-  }
+                            InputUse use) override;
   WorkHandle reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
                               const std::vector<int64_t>& counts, ReduceOp op,
-                              InputUse use) override {
-    return flat_->reduce_scatter_v(input, output, counts, op, use);
-  }
-  WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) override {
-    return flat_->all_gather(input, output);
-  }
+                              InputUse use) override;
+  WorkHandle all_gather(const at::Tensor& input, at::Tensor& output) override;
   WorkHandle all_gather_v(const at::Tensor& input, at::Tensor& output,
-                          const std::vector<int64_t>& counts) override {
-    return flat_->all_gather_v(input, output, counts);
-  }
+                          const std::vector<int64_t>& counts) override;
   WorkHandle broadcast(at::Tensor& tensor, int root) override {
     return flat_->broadcast(tensor, root);
   }
@@ -53,10 +47,11 @@ class HierarchicalCommunicator : public Communicator {
   const HostGroups& groups() const { return groups_; }
   // The communicators that record what runs (the flat one and the two groups).
   std::vector<Communicator*> members() const;
-  int64_t hierarchical_count() const;  // all-reduces that ran hierarchically so far
+  int64_t hierarchical_count() const;  // collectives that ran hierarchically so far
 
  private:
   struct Job;
+  WorkHandle enqueue(std::function<void()> body);
   void run();
 
   std::shared_ptr<Communicator> flat_;

@@ -34,6 +34,7 @@ struct HostGroups {
   std::shared_ptr<Communicator> cross_node;  // the ranks of this local index on every host, in
                                              // host order; null when the hosts are not uniform
   int hosts = 1;
+  HostTopology topology;  // what the groups were made from
 };
 // Collective over `comm` (its new_group calls, the same on every rank).
 HostGroups make_host_groups(Communicator& comm, const HostTopology& topology);
@@ -45,5 +46,18 @@ HostGroups make_host_groups(Communicator& comm, const HostTopology& topology);
 // over every rank of the groups' communicator; needs uniform hosts (groups.cross_node, or one
 // host). kAvg divides once after summing, as Communicator::all_reduce promises.
 void hierarchical_all_reduce(const HostGroups& groups, at::Tensor& tensor, ReduceOp op);
+
+// Reduce-scatter and all-gather likewise (Communicator's _v contracts: rank r's segment is
+// counts[r] elements at the sum of the counts before it). Reduce-scatter: within the host, each
+// local rank l gets the sum of the segments of every host's local rank l; across the hosts, those
+// are split among the ranks of local index l. All-gather in reverse. Across H hosts each sends
+// (H - 1) x N bytes over the host links where a ring sends H (W - 1) / W x N. The segments are
+// regrouped by local index through a copy of the whole buffer. Blocking, like
+// hierarchical_all_reduce.
+void hierarchical_reduce_scatter_v(const HostGroups& groups, const at::Tensor& input,
+                                   at::Tensor& output, const std::vector<int64_t>& counts,
+                                   ReduceOp op);
+void hierarchical_all_gather_v(const HostGroups& groups, const at::Tensor& input,
+                               at::Tensor& output, const std::vector<int64_t>& counts);
 
 }  // namespace zero
