@@ -60,7 +60,7 @@ PY
 echo "Bytes across the host links per step (example GPT: $SHAPE, micro batch 8, fp32 AdamW),"
 echo "2 emulated hosts x 2 ranks, Gloo over TCP through tbf-shaped veth links, $(nproc) cores in all."
 echo
-echo "| link Mbit/s | ZeRO stage | all-reduce | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
+echo "| link Mbit/s | ZeRO stage | collectives | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
 echo "|---|---|---|---|---|---|---|---|"
 for rate in $RATES; do
   dir=$(cluster up 2 "$rate")
