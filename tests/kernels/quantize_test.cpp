@@ -1,0 +1,87 @@
+// qwZ's block quantization references (zero/kernels/quantize.h): DeepSpeed's group choice (the
+// expected counts below come from running its CUDAQuantizer.quantize loop, transcribed in
+// Python), the symmetric int8 rounding (half to even, the clamp at +128), the error bound of
+// every element against its group's scale, and the fp16 dequantization.
+#include <zero/error.h>
+#include <zero/kernels/half.h>
+#include <zero/kernels/quantize.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace zero::kernels;
+
+namespace {
+
+std::vector<uint16_t> fp16(const std::vector<float>& values) {
+  std::vector<uint16_t> out;
+  for (float v : values) out.push_back(float_to_half16(v, Half16::kFp16));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("qwZ group counts are DeepSpeed's CUDAQuantizer's") {
+  const std::vector<std::pair<int64_t, int64_t>> expected = {
+      {8, 1},         {1024, 1},        {16384, 4},   {589824, 96},
+      {2359296, 384}, {38597376, 5199}, {128000, 16}, {16777216, 4096}};
+  for (const auto& [numel, groups] : expected) {
+    INFO(numel << " elements");
+    CHECK(qwz_group_count(numel) == groups);
+  }
+  // What DeepSpeed asserts against: no multiple of 8 elements per group.
+  for (int64_t numel : {7, 12, 100}) CHECK_THROWS_AS(qwz_group_count(numel), zero::UsageError);
+}
+
+TEST_CASE("symmetric int8: scale 256 / (2 max), rounding half to even, the clamp at +128") {
+  // max 128: scale 1, so the values are their own quantized levels.
+  const std::vector<uint16_t> in = fp16({128, -128, 2.5f, 3.5f, -2.5f, 0.4f, 127.6f, 1});
+  std::vector<int8_t> q(in.size());
+  float inv_scale = 0;
+  quantize_int8_symmetric_reference(in.data(), static_cast<int64_t>(in.size()), 1, q.data(),
+                                    &inv_scale);
+  CHECK(inv_scale == 1.0f);
+  CHECK(q == std::vector<int8_t>{127, -128, 2, 4, -2, 0, 127, 1});
+  // A group of zeros: scale 1, all zero.
+  const std::vector<uint16_t> zeros(8, 0);
+  quantize_int8_symmetric_reference(zeros.data(), 8, 1, q.data(), &inv_scale);
+  CHECK(inv_scale == 1.0f);
+  CHECK(q == std::vector<int8_t>(8, 0));
+}
+
+TEST_CASE("every element within half a step of its group's scale; fp16 dequantization") {
+  std::mt19937 gen(7);
+  const int64_t groups = 16, size = 1000, numel = groups * size;
+  std::vector<float> values(numel);
+  for (int64_t g = 0; g < groups; ++g) {
+    // Groups of very different magnitudes: each gets its own scale.
+    std::normal_distribution<float> dist(0.0f, std::pow(10.0f, static_cast<float>(g % 6) - 3));
+    for (int64_t i = 0; i < size; ++i) values[g * size + i] = dist(gen);
+  }
+  const std::vector<uint16_t> in = fp16(values);
+  std::vector<int8_t> q(numel);
+  std::vector<float> inv(groups);
+  quantize_int8_symmetric_reference(in.data(), numel, groups, q.data(), inv.data());
+  std::vector<uint16_t> out(numel);
+  dequantize_int8_symmetric_reference(q.data(), inv.data(), numel, groups, out.data());
+  for (int64_t g = 0; g < groups; ++g) {
+    float max = 0;
+    for (int64_t i = 0; i < size; ++i)
+      max = std::max(max, std::fabs(half16_to_float(in[g * size + i], Half16::kFp16)));
+    CHECK(inv[g] == 1 / (256.0f / (2 * max)));
+    for (int64_t i = 0; i < size; ++i) {
+      const int64_t k = g * size + i;
+      const float x = half16_to_float(in[k], Half16::kFp16);
+      const float deq = static_cast<float>(q[k]) * inv[g];
+      // The clamp: only an x that rounds to +128 (stored as 127) may be a whole step off.
+      const float bound = q[k] == 127 ? inv[g] : inv[g] / 2;
+      INFO("group " << g << " element " << i << ": " << x << " -> " << deq);
+      // Slack for the float products (scale, q * inv_scale): a few ulps of x.
+      REQUIRE(std::fabs(deq - x) <= bound + 4e-7f * std::fabs(x));
+      REQUIRE(out[k] == float_to_half16(deq, Half16::kFp16));
+    }
+  }
+}
