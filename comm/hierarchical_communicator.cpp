@@ -31,7 +31,6 @@ WorkHandle HierarchicalCommunicator::enqueue(std::function<void()> body) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
-    ++count_;
   }
   ready_.notify_one();
   return job->work;
@@ -76,11 +75,6 @@ std::vector<Communicator*> HierarchicalCommunicator::members() const {
   if (groups_.node) out.push_back(groups_.node.get());
   if (groups_.cross_node) out.push_back(groups_.cross_node.get());
   return out;
-}
-
-int64_t HierarchicalCommunicator::hierarchical_count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return count_;
 }
 
 void HierarchicalCommunicator::run() {

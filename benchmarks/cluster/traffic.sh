@@ -7,8 +7,8 @@
 # ring collectives over 4 ranks placed host by host, whose ring crosses between the hosts twice:
 #   per step, 2 x (each rank's bytes sent) = 2 x f x (W - 1) / W x 4 bytes x parameters,
 #   f = 2 at stage 0 (the gradients all-reduced),
-#   f = 3 at stage 1 (all-reduced as DeepSpeed's stage 1 does, then the updated shards
-#       all-gathered),
+#   f = 3 at stage 1 (our stage 1 all-reduces the gradients, keeping them whole, then
+#       all-gathers the updated shards),
 #   f = 2 at stage 2 (the gradients reduce-scattered, the updated shards all-gathered),
 #   f = 3 at stage 3 (all-gathers in forward and in backward, a reduce-scatter; every parameter
 #       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0).

@@ -47,7 +47,6 @@ class HierarchicalCommunicator : public Communicator {
   const HostGroups& groups() const { return groups_; }
   // The communicators that record what runs (the flat one and the two groups).
   std::vector<Communicator*> members() const;
-  int64_t hierarchical_count() const;  // collectives that ran hierarchically so far
 
  private:
   struct Job;
@@ -57,11 +56,10 @@ class HierarchicalCommunicator : public Communicator {
   std::shared_ptr<Communicator> flat_;
   HostGroups groups_;
   int64_t min_bytes_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
-  int64_t count_ = 0;
   std::thread worker_;
 };
 
