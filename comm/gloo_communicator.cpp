@@ -96,6 +96,8 @@ void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const char* op) 
 template <typename Fn>
 void with_width(size_t bytes, Fn&& fn) {
   switch (bytes) {
+    case 1:
+      return fn(uint8_t{});
     case 2:
       return fn(uint16_t{});
     case 4:

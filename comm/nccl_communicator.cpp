@@ -40,11 +40,13 @@ ncclDataType_t nccl_dtype(at::ScalarType t, const char* op) {
       return ncclInt32;
     case at::kLong:
       return ncclInt64;
+    case at::kChar:
+      return ncclInt8;
     default:
       break;
   }
   throw UsageError(str(op, ": unsupported dtype ", c10::toString(t),
-                       " (supported: float32, float16, bfloat16, int32, int64)"));
+                       " (supported: float32, float16, bfloat16, int8, int32, int64)"));
 }
 
 // ncclAvg pre-multiplies every input by 1/n rounded to the dtype (bf16 1/3 = 0.33398): exact

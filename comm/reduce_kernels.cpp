@@ -108,6 +108,8 @@ ReduceFn pick(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat:
       return &reduce_plain<float, Op>;
+    case at::kChar:  // qwZ's quantized weights are only gathered; a sum wraps around
+      return &reduce_plain<int8_t, Op>;
     case at::kInt:
       return &reduce_plain<int32_t, Op>;
     case at::kLong:
@@ -132,9 +134,9 @@ void divide_plain(T* p, size_t n, int d) {
 
 void check_supported_dtype(at::ScalarType dtype, const char* what) {
   ZERO_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 ||
-                 dtype == at::kInt || dtype == at::kLong,
+                 dtype == at::kChar || dtype == at::kInt || dtype == at::kLong,
              UsageError, what, ": unsupported dtype ", c10::toString(dtype),
-             " (supported: float32, float16, bfloat16, int32, int64)");
+             " (supported: float32, float16, bfloat16, int8, int32, int64)");
 }
 
 size_t dtype_bytes(at::ScalarType dtype) {

@@ -348,17 +348,22 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   }
   if (s.get("leaf_module"))
     ctx.warn(s.child("leaf_module"), "ignored: stage 3 leaf modules are not implemented");
-  unsupported_if_true(s, "zero_quantized_weights", z.zero_quantized_weights,
-                      "ZeRO++ quantized weight communication changes the math");
-  unsupported_if_true(s, "zero_quantized_nontrainable_weights",
-                      z.zero_quantized_nontrainable_weights,
-                      "ZeRO++ quantized weights change the math");
+  if (z.zero_quantized_weights && z.stage != 3) {
+    ctx.warn(s.child("zero_quantized_weights"),
+             "no effect at stage " + std::to_string(z.stage) +
+                 ": qwZ quantizes the all-gathers of stage 3's partitioned parameters");
+  }
+  if (z.zero_quantized_nontrainable_weights) {
+    ctx.warn(s.child("zero_quantized_nontrainable_weights"),
+             "no effect: frozen parameters are not partitioned here (every rank keeps them "
+             "whole), so none is gathered");
+  }
   unsupported_if_true(s, "zero_quantized_gradients", z.zero_quantized_gradients,
                       "ZeRO++ quantized gradient communication changes the math");
-  if (z.zero_hpz_partition_size > 1) {
+  if (z.zero_hpz_partition_size > 1 && z.stage != 3) {
     ctx.warn(s.child("zero_hpz_partition_size"),
-             "ignored: hierarchical (hpZ) partitioning is not implemented; "
-             "parameters are partitioned over all ranks");
+             "no effect at stage " + std::to_string(z.stage) +
+                 ": hpZ keeps a secondary copy of the partitioned parameters of stage 3");
   }
   if (z.mics_shard_size > 0) {
     ctx.warn(s.child("mics_shard_size"),

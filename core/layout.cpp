@@ -4,6 +4,7 @@
 #include <zero/error.h>
 
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -90,7 +91,9 @@ FlatLayout FlatLayout::build(const std::vector<ParamSpec>& params, const LayoutO
     }
     close_bucket();
     g.used_numel = offset;
-    g.padded_numel = round_up(std::max<int64_t>(offset, 1), options.world_size * align);
+    const int64_t shard_multiple =
+        std::lcm(align, std::max<int64_t>(1, options.shard_multiple_numel));
+    g.padded_numel = round_up(std::max<int64_t>(offset, 1), options.world_size * shard_multiple);
     g.shard_numel = g.padded_numel / options.world_size;
   }
   return layout;
@@ -133,6 +136,8 @@ uint64_t FlatLayout::hash() const {
   uint64_t h = 1469598103934665603ull;
   fnv(h, options_.world_size);
   fnv(h, options_.align_bytes);
+  // Only when set: the fingerprints of the other layouts stay.
+  if (options_.shard_multiple_numel != 1) fnv(h, options_.shard_multiple_numel);
   fnv(h, options_.bucket_numel);
   for (const ParamSpec& p : params_) {
     fnv(h, p.name.data(), p.name.size());

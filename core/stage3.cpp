@@ -58,6 +58,12 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
   }
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
   peak_gathered_bytes_ = gathered_bytes_;
+  if (options_.quantized_weights && world_ > 1) {  // the rest of the model as training sees it
+    release(0);
+    finish_gather(0);
+  }
+  // Not before: units built under zero::Init were never gathered, their flat buffers unfilled.
+  keep_secondaries_ = options_.secondary_group != nullptr;
 }
 
 Stage3::~Stage3() {
@@ -120,7 +126,7 @@ std::vector<OptimizerShard> Stage3::optimizer_shards() {
   return out;
 }
 
-void Stage3::start_gather(int unit) {
+void Stage3::start_gather(int unit, bool exact) {
   Unit& u = units_[unit];
   if (u.state != UnitState::kReleased) return;
   if (live_numel_ + u.numel > options_.max_live_numel) evict_kept(u.numel);
@@ -131,9 +137,15 @@ void Stage3::start_gather(int unit) {
         rank_, u.name, u.numel, live_numel_, options_.max_live_numel);
     warned_live_ = true;
   }
+  const bool secondary = u.secondary;
+  if (secondary && !u.groups.empty()) ++secondary_gathers_;
   for (int gi : u.groups) {
     GroupBuffers& b = groups_[gi];
     allocate_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
+    if (secondary) {  // the same values, from the ranks of this host
+      u.works.push_back(options_.secondary_group->all_gather(secondary_shards_[gi], b.flat));
+      continue;
+    }
     if (options_.param_store) {
       // Offloaded: the shard goes through a device buffer, kept until the gather finishes.
       const at::Tensor stored = options_.param_store->acquire(gi);
@@ -143,9 +155,13 @@ void Stage3::start_gather(int unit) {
     }
     if (world_ == 1)
       b.flat.copy_(b.param_shard);
+    else if (options_.quantized_weights && !exact)
+      u.quantized.push_back(start_quantized_gather(*comm_, b.param_shard, b.flat));
     else
       u.works.push_back(comm_->all_gather(b.param_shard, b.flat));
   }
+  u.quantized_values =
+      secondary ? u.secondary_quantized : options_.quantized_weights && !exact && world_ > 1;
   note_gathered_bytes(u.bytes);
   live_numel_ += u.numel;
   if (!u.groups.empty()) ++gathers_;  // a unit of persistent parameters only gathers nothing
@@ -170,6 +186,8 @@ void Stage3::finish_gather(int unit) {
   if (u.state == UnitState::kAvailable) return;
   for (auto& w : u.works) w->wait();
   u.works.clear();
+  for (QuantizedGather& q : u.quantized) finish_quantized_gather(q);
+  u.quantized.clear();
   if (options_.param_store)
     for (int gi : u.groups) groups_[gi].param_shard = at::Tensor();
   u.state = UnitState::kAvailable;
@@ -179,11 +197,36 @@ void Stage3::release(int unit) {
   Unit& u = units_[unit];
   if (u.state == UnitState::kReleased || held_) return;
   if (u.state == UnitState::kGathering) finish_gather(unit);
+  if (keep_secondaries_ && !u.secondary) keep_secondary(u);
   for (int gi : u.groups) free_storage(groups_[gi].flat);
   note_gathered_bytes(-u.bytes);
   live_numel_ -= u.numel;
   u.kept = false;
   u.state = UnitState::kReleased;
+}
+
+void Stage3::keep_secondary(Unit& u) {
+  const Communicator& group = *options_.secondary_group;
+  secondary_shards_.resize(groups_.size());
+  for (int gi : u.groups) {
+    const at::Tensor& flat = groups_[gi].flat;
+    ZERO_ASSERT(flat.numel() % group.world_size() == 0, "hpZ: group ", gi, " of ", flat.numel(),
+                " elements over ", group.world_size(), " ranks");
+    const int64_t n = flat.numel() / group.world_size();
+    secondary_shards_[gi] = flat.narrow(0, group.rank() * n, n).clone();
+  }
+  u.secondary = true;
+  u.secondary_quantized = u.quantized_values;
+}
+
+void Stage3::drop_secondaries() {
+  for (size_t v = 0; v < units_.size(); ++v) {
+    Unit& u = units_[v];
+    if (!u.secondary) continue;
+    if (u.state == UnitState::kGathering) finish_gather(static_cast<int>(v));
+    u.secondary = false;
+    for (int gi : u.groups) secondary_shards_[gi] = at::Tensor();
+  }
 }
 
 bool Stage3::reused_soon(int unit, size_t pos) const {
@@ -305,12 +348,26 @@ void Stage3::finish_backward() {
 }
 
 void Stage3::gather_all() {
-  for (size_t u = 0; u < units_.size(); ++u) start_gather(static_cast<int>(u));
+  // The caller sees (and may change) the exact values: units gathered through qwZ again.
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].quantized_values) release(static_cast<int>(u));
+  drop_secondaries();
+  for (size_t u = 0; u < units_.size(); ++u) start_gather(static_cast<int>(u), /*exact=*/true);
   for (size_t u = 0; u < units_.size(); ++u) finish_gather(static_cast<int>(u));
 }
 
 void Stage3::release_all() {
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  // The rest of the model as training sees it: through qwZ, as after a step.
+  if (options_.quantized_weights && world_ > 1 && !held_ && !units_[0].quantized_values) {
+    release(0);
+    finish_gather(0);
+  }
+}
+
+void Stage3::zero_grad() {
+  drop_secondaries();
+  FlatStage::zero_grad();
 }
 
 void Stage3::hold_gathered(bool hold) {
@@ -323,6 +380,9 @@ void Stage3::hold_gathered(bool hold) {
 StageMemory Stage3::memory() const {
   StageMemory m = FlatStage::memory();
   m.unit_gathers = gathers_;
+  m.secondary_gathers = secondary_gathers_;
+  for (const at::Tensor& t : secondary_shards_)
+    if (t.defined()) m.secondary_params_bytes += t.nbytes();
   if (options_.param_store) m.offloaded_params = options_.param_store->memory();
   // A gather in flight holds a view of one of these buffers as param_shard: counted once, here.
   for (const at::Tensor& b : shard_buffers_) m.comm_buffers_bytes += b.nbytes();
@@ -333,6 +393,7 @@ StageMemory Stage3::memory() const {
 }
 
 void Stage3::publish_parameters() {
+  drop_secondaries();
   for (size_t g = 0; g < groups_.size(); ++g)
     if (!groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
   // Sharded groups: the optimizer wrote the new values into param_shard (param16), or into the

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "flat_stage.h"
+#include "quantized_gather.h"
 
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ class Stage3 : public FlatStage {
   void gather_all() override;
   void release_all() override;
   void hold_gathered(bool hold) override;
+  void zero_grad() override;
   StageMemory memory() const override;
 
  private:
@@ -46,17 +48,22 @@ class Stage3 : public FlatStage {
     int64_t numel = 0;        // gathered numel (padded)
     int64_t bytes = 0;
     UnitState state = UnitState::kReleased;
-    std::vector<WorkHandle> works;  // in flight while kGathering
+    std::vector<WorkHandle> works;           // in flight while kGathering
+    std::vector<QuantizedGather> quantized;  // qwZ: in flight while kGathering
+    bool quantized_values = false;           // gathered through qwZ (not the exact values)
     int expected_grads = 0;
     int arrived_grads = 0;
-    bool kept = false;  // kAvailable only because it is reused soon; evicted under pressure
+    bool kept = false;       // kAvailable only because it is reused soon; evicted under pressure
+    bool secondary = false;  // hpZ: its secondary slices are kept (and current)
+    bool secondary_quantized = false;  // they were cut from values gathered through qwZ
   };
 
   void after_grad(int param) override;
   // offload_param: the sharded groups' shards go into the store; param_shard is then only the
   // device buffer of a gather in flight.
   void move_shards_to_store();
-  void start_gather(int unit);   // kReleased -> kGathering (async all-gathers issued)
+  // kReleased -> kGathering (async all-gathers issued); `exact`: never quantized (qwZ).
+  void start_gather(int unit, bool exact = false);
   void finish_gather(int unit);  // -> kAvailable; idempotent; blocks until the data is there
   void release(int unit);        // -> kReleased; frees the gathered storage
   void prefetch(const std::vector<int>& candidates, int current);
@@ -85,6 +92,13 @@ class Stage3 : public FlatStage {
   // buffers of that size in its heap, up to tens of MiB per rank.
   std::vector<at::Tensor> shard_buffers_;
   at::Tensor shard_buffer(int64_t numel, const at::TensorOptions& options);
+  // hpZ: this rank's slice over the secondary group of a gathered unit's groups, kept at its
+  // release; dropped (after the gathers reading them) when the parameters may change.
+  void keep_secondary(Unit& u);
+  void drop_secondaries();
+  std::vector<at::Tensor> secondary_shards_;  // per layout group
+  bool keep_secondaries_ = false;
+  int64_t secondary_gathers_ = 0;
 };
 
 }  // namespace zero::detail

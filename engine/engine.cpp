@@ -129,6 +129,7 @@ StageOptions stage_options(const Config& c) {
   s.max_live_numel = z.stage3_max_live_parameters;
   s.max_reuse_distance_numel = z.stage3_max_reuse_distance;
   s.offload_optimizer = z.offload_optimizer.device != "none" && z.stage >= 1;
+  s.quantized_weights = z.stage == 3 && z.zero_quantized_weights;
   return s;
 }
 
@@ -411,11 +412,8 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
       for (size_t i = 0; i < impl->params.size(); ++i)
         if (impl->params[i].unsafeGetTensorImpl() == p)
           impl->ties[k].params.push_back(static_cast<int>(i));
-  LayoutOptions lopts;
-  lopts.world_size = data_size;  // ZeRO shards over the data-parallel ranks only
-  lopts.align_bytes = sopts.align_bytes;
-  lopts.bucket_numel = sopts.reduce_bucket_numel;
-  FlatLayout layout = FlatLayout::build(specs, lopts);
+  // ZeRO shards over the data-parallel ranks only.
+  FlatLayout layout = FlatLayout::build(specs, detail::layout_options(config, data_size));
   // Pipeline stages hold different layers: the ranks of one stage (its data group) must agree.
   detail::check_same_layout(impl->pipeline ? *impl->data : *comm, layout,
                             ordered[0].second.device(), "initialize");
@@ -441,6 +439,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   const detail::SwapFolders swap_folders =
       detail::open_swap_folders(config, *comm, ordered[0].second.device());
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
+  impl->zeropp = detail::setup_zeropp(config, *impl->data, impl->pipeline != nullptr, sopts);
   impl->stage =
       Stage::create(sopts, impl->params, std::move(layout), impl->reducing,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));

@@ -11,6 +11,8 @@
 #include <zero/error.h>
 #include <zero/tp/layers.h>
 
+#include "world_setup.h"
+
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
@@ -57,6 +59,7 @@ void Init::setup(const Config& c, const ParallelGrid* grid) {
   world_ = grid ? grid->data_size() : env.world_size;
   dtype_ = c.fp16.enabled ? at::kHalf : c.bf16.enabled ? at::kBFloat16 : at::kFloat;
   persistence_threshold_numel_ = c.zero_optimization.stage3_param_persistence_threshold;
+  layout_options_ = detail::layout_options(c, world_);
   g_active = this;
 }
 
@@ -101,10 +104,7 @@ std::vector<at::Tensor> Init::partition(torch::nn::Module& block) const {
   }
   std::vector<at::Tensor> shards;
   if (specs.empty()) return shards;
-  LayoutOptions lopts;
-  lopts.world_size = world_;
-  lopts.align_bytes = StageOptions{}.align_bytes;
-  const FlatLayout layout = FlatLayout::build(specs, lopts);
+  const FlatLayout layout = FlatLayout::build(specs, layout_options_);
   for (const Group& g : layout.groups()) {
     if (g.persistent) continue;  // small parameters stay whole, as the stage keeps them
     // Only this rank's part of each parameter is copied: no whole flat buffer is made.

@@ -2,6 +2,8 @@
 // zero::initialize and zero::DistributedOptimizer.
 #include "world_setup.h"
 
+#include <zero/config/config.h>
+#include <zero/core/stage.h>
 #include <zero/engine/engine.h>
 #include <zero/error.h>
 
@@ -9,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -60,6 +63,80 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
         hosts.to_string(), min_bytes ? "64 KiB or more" : "every size");
   return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts),
                                                     min_bytes);
+}
+
+LayoutOptions layout_options(const Config& config, int data_world) {
+  const ZeroOptimizationConfig& z = config.zero_optimization;
+  LayoutOptions o;
+  o.world_size = data_world;
+  o.align_bytes = StageOptions{}.align_bytes;
+  o.bucket_numel = z.reduce_bucket_size;
+  // qwZ quantizes each shard in blocks of a multiple of 8 elements (DeepSpeed's kernel).
+  if (z.stage == 3 && z.zero_quantized_weights) o.shard_multiple_numel = 8;
+  return o;
+}
+
+std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int size) {
+  const int world = data.world_size();
+  size = std::min(size, world);
+  ZERO_CHECK(world % size == 0, UsageError, "zero_optimization.zero_hpz_partition_size ", size,
+             " does not divide the data-parallel group's ", world,
+             " ranks; use the number of ranks per host (or a divisor of ", world, ")");
+  const HostTopology hosts = discover_hosts(data);
+  std::shared_ptr<Communicator> mine;
+  std::string spanning;
+  for (int first = 0; first < world; first += size) {
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = first + i;
+    auto group = data.new_group(ranks);
+    if (group) mine = group;
+    if (hosts.host_of[static_cast<size_t>(first)] !=
+        hosts.host_of[static_cast<size_t>(first + size - 1)])
+      spanning += str(spanning.empty() ? "" : " ", "[", first, "..", first + size - 1, "]");
+  }
+  if (data.rank() == 0) {
+    if (spanning.empty())
+      spdlog::info("[rank 0] hpZ: secondary parameter groups of {} ranks, each within a host ({})",
+                   size, hosts.to_string());
+    else
+      spdlog::warn(
+          "[rank 0] hpZ: secondary parameter group(s) {} span hosts ({}), so the gathers within "
+          "them cross the host links; zero_hpz_partition_size is best the ranks per host",
+          spanning, hosts.to_string());
+  }
+  ZERO_ASSERT(mine, "rank ", data.rank(), " in no hpZ group");
+  return mine;
+}
+
+std::string setup_zeropp(const Config& config, Communicator& data, bool pipeline,
+                         StageOptions& sopts) {
+  const ZeroOptimizationConfig& z = config.zero_optimization;
+  const int data_size = data.world_size();
+  std::string on;
+  if (z.stage != 3 || data_size == 1) {
+    sopts.quantized_weights = false;  // one rank gathers nothing
+    return on;
+  }
+  const bool lead = data.rank() == 0;
+  if (z.zero_hpz_partition_size > 1) {
+    if (!pipeline) {
+      sopts.secondary_group = secondary_partition_group(data, z.zero_hpz_partition_size);
+      on = str("hpZ ", sopts.secondary_group->world_size());
+    } else if (lead) {
+      spdlog::warn(
+          "zero_hpz_partition_size has no effect in a pipeline: a stage's parameters "
+          "stay gathered for the whole batch, so there is no later gather to keep in the host");
+    }
+  }
+  if (sopts.quantized_weights && pipeline) {
+    sopts.quantized_weights = false;  // the layout keeps its multiple of 8: the same shards
+    if (lead)
+      spdlog::warn(
+          "zero_quantized_weights has no effect in a pipeline: a stage's parameters are "
+          "gathered whole for the batch, exactly");
+  }
+  if (sopts.quantized_weights) on += on.empty() ? "qwZ" : ", qwZ";
+  return on;
 }
 
 }  // namespace zero::detail

@@ -5,13 +5,19 @@
 #include <zero/comm/communicator.h>
 #include <zero/comm/hierarchical_communicator.h>
 #include <zero/core/layout.h>
+#include <zero/core/stage.h>
 
 #include <c10/core/Device.h>
 
 #include <memory>
+#include <string>
 
 namespace torch::nn {
 class Module;
+}
+
+namespace zero {
+struct Config;
 }
 
 namespace zero::detail {
@@ -31,5 +37,22 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
 // whole group), "off" never.
 // Collective over `data` (a host discovery) unless off; UsageError for another value.
 std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data);
+
+// How the config lays out the flat buffers over `data_world` ranks (the engine's layout, and the
+// shards zero::Init makes, which must match it).
+LayoutOptions layout_options(const Config& config, int data_world);
+
+// hpZ's secondary group (zero_hpz_partition_size): `data`'s ranks in consecutive groups of
+// min(size, world) ranks, as DeepSpeed's _create_zero_param_parallel_group makes them; this rank's
+// group. UsageError when the size does not divide the data group; a warning when a group spans
+// hosts (its gathers then cross the host links). Collective over `data`.
+std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int size);
+
+// ZeRO++ at stage 3 as far as it takes effect: hpZ's secondary group into sopts, qwZ left on
+// (sopts.quantized_weights, from stage_options) unless in a pipeline, whose stages hold their
+// parameters gathered exactly for the batch (a warning on rank 0 for each feature it voids).
+// Returns what is on, e.g. "hpZ 2, qwZ" (empty: nothing). Collective over `data` with hpZ.
+std::string setup_zeropp(const Config& config, Communicator& data, bool pipeline,
+                         StageOptions& sopts);
 
 }  // namespace zero::detail

@@ -11,11 +11,17 @@
 #       all-gathers the updated shards),
 #   f = 2 at stage 2 (the gradients reduce-scattered, the updated shards all-gathered),
 #   f = 3 at stage 3 (all-gathers in forward and in backward, a reduce-scatter; every parameter
-#       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0).
+#       gathered: stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0),
+#   at stage 3 with ZeRO++: hpZ (zero_hpz_partition_size 2, the ranks of a host) takes the
+#       backward's gathers off the links (they read the secondary copies within the host): f = 2;
+#       qwZ (zero_quantized_weights) sends each gather as int8, a quarter of fp32's bytes, and
+#       one fp32 scale per block of 4000-8000 values (about 0.1% more, left out of the formula):
+#       f = 1/4 + 1/4 + 1 = 1.5; both: f = 1/4 + 1 = 1.25.
 # With hierarchical collectives (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
 # within the host, then across) each pass sends (H - 1) x 4 bytes x parameters across H hosts
 # instead of the ring's H x (W - 1) / W x 4 bytes x parameters (2 N against 3 N at 2 x 2 for f = 2).
-# CASES lists STAGE:MODE pairs, MODE off (flat rings) or auto (hierarchical).
+# CASES lists STAGE:MODE[:ZEROPP] items, MODE off (flat rings) or auto (hierarchical), ZEROPP
+# hpz, qwz or hpz+qwz (stage 3 only).
 # Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
 # RATES ("1000 200"), CASES ("0:off 0:auto ... 3:off 3:auto"), STEPS_A (2), STEPS_B (6),
 # SHAPE (gpt_train shape flags, default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
@@ -36,9 +42,21 @@ log=$(mktemp)
 trap 'cluster down; rm -f "$log"' EXIT
 sent() { cluster bytes | awk '{ s += $2 } END { printf "%.0f\n", s }'; }  # what the hosts sent
 
+# The gpt_train flags of a ZeRO++ feature.
+zeropp_flags() {
+  local feature
+  for feature in ${1//+/ }; do
+    case $feature in
+      hpz) echo "--set zero_optimization.zero_hpz_partition_size=2" ;;
+      qwz) echo "--set zero_optimization.zero_quantized_weights=true" ;;
+      *) echo "traffic.sh: unknown ZeRO++ feature '$feature'" >&2; exit 2 ;;
+    esac
+  done
+}
+
 # One run of STEPS steps; prints "bytes_sent parameters ms_per_step".
 run() {
-  local stage=$1 mode=$2 steps=$3 before after
+  local stage=$1 mode=$2 steps=$3 zeropp=$4 before after
   before=$(sent)
   # shellcheck disable=SC2086
   GLOO_SOCKET_IFNAME=eth0 ZERO_HIERARCHICAL_ALLREDUCE=$mode cluster exec 0 "$zerorun" --hostfile "$dir/hostfile" \
@@ -46,7 +64,7 @@ run() {
     "$train" --deepspeed_config "$PWD/examples/gpt/ds_config_stage1.json" $SHAPE --steps "$steps" \
     --data "$PWD/examples/gpt/data/kjv_genesis_exodus.txt" \
     --set zero_optimization.stage="$stage" --set zero_optimization.stage3_param_persistence_threshold=0 \
-    --set zero_optimization.stage3_max_reuse_distance=0 --json_summary >"$log" 2>&1 ||
+    --set zero_optimization.stage3_max_reuse_distance=0 $(zeropp_flags "$zeropp") --json_summary >"$log" 2>&1 ||
     { tail -20 "$log"; echo "traffic.sh: stage $stage failed" >&2; exit 1; }
   after=$(sent)
   python3 - "$log" $((after - before)) <<'PY'
@@ -60,25 +78,30 @@ PY
 echo "Bytes across the host links per step (example GPT: $SHAPE, micro batch 8, fp32 AdamW),"
 echo "2 emulated hosts x 2 ranks, Gloo over TCP through tbf-shaped veth links, $(nproc) cores in all."
 echo
-echo "| link Mbit/s | ZeRO stage | collectives | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| link Mbit/s | ZeRO stage | collectives | ZeRO++ | MB across hosts per step | formula MB | measured / formula | within 10% | step ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for rate in $RATES; do
   dir=$(cluster up 2 "$rate")
   sed -i 's/slots=1/slots=2/' "$dir/hostfile"
   for case in $CASES; do
-    stage=${case%%:*} mode=${case#*:}
-    read -r bytes_a params _ < <(run "$stage" "$mode" "$STEPS_A")
-    read -r bytes_b _ ms < <(run "$stage" "$mode" "$STEPS_B")
-    python3 - "$rate" "$stage" "$mode" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" <<'PY'
+    IFS=: read -r stage mode zeropp <<<"$case"
+    read -r bytes_a params _ < <(run "$stage" "$mode" "$STEPS_A" "$zeropp")
+    read -r bytes_b _ ms < <(run "$stage" "$mode" "$STEPS_B" "$zeropp")
+    python3 - "$rate" "$stage" "$mode" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" "$zeropp" <<'PY'
 import sys
-rate, stage, mode, a, b, sa, sb, params, ms = sys.argv[1:]
+rate, stage, mode, a, b, sa, sb, params, ms, zeropp = sys.argv[1:]
 per_step = (int(b) - int(a)) / (int(sb) - int(sa))
 w, h, n = 4, 2, 4 * int(params)
 passes = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]  # an all-reduce is 2
+if stage == "3" and zeropp:
+    features = zeropp.split("+")
+    forward = 0.25 if "qwz" in features else 1  # int8 instead of fp32
+    backward = 0 if "hpz" in features else forward  # hpZ: within the host
+    passes = forward + backward + 1  # and the reduce-scatter
 per_pass = (h - 1) * n if mode == "auto" else h * (w - 1) / w * n
 formula = passes * per_pass
 ratio = per_step / formula
-print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {per_step / 1e6:.2f} | "
+print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {zeropp or '-'} | {per_step / 1e6:.2f} | "
       f"{formula / 1e6:.2f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")
 PY
   done

@@ -89,8 +89,9 @@ std::string flops_report(const FlopsProfiler& p, const FlopsReportInfo& info) {
     row(out, "FLOPS per GPU = 3 * fwd flops per GPU / iter latency",
         flops_per_s((1 + bwd_factor) * flops, info.iter_ms));
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f",
-                  static_cast<double>(info.micro_batch * info.data_parallel_size) / (info.iter_ms / 1000));
+    std::snprintf(
+        buf, sizeof buf, "%.2f",
+        static_cast<double>(info.micro_batch * info.data_parallel_size) / (info.iter_ms / 1000));
     row(out, "samples/second", buf);
   }
 

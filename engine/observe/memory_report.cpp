@@ -27,6 +27,10 @@ std::string MemoryReport::to_string() const {
       << ", optimizer " << mb(optimizer_states_bytes) << "), comm buffers "
       << mb(comm_buffers_bytes) << ", gathered " << mb(gathered_params_bytes) << " (peak "
       << mb(peak_gathered_params_bytes) << ")";
+  if (!zeropp.empty()) out << ", ZeRO++: " << zeropp;
+  if (secondary_gathers > 0 || secondary_params_bytes > 0)
+    out << ", hpZ secondary " << mb(secondary_params_bytes) << " (" << secondary_gathers
+        << " gathers within the group)";
   if (host_bytes() > 0)
     out << "; host: params " << mb(host_parameters_bytes) << ", master "
         << mb(host_master_params_bytes) << ", optimizer " << mb(host_optimizer_states_bytes)
@@ -62,6 +66,9 @@ MemoryReport Engine::Impl::memory_report() const {
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;
   r.unit_gathers = m.unit_gathers;
+  r.secondary_gathers = m.secondary_gathers;
+  r.secondary_params_bytes = m.secondary_params_bytes;
+  r.zeropp = zeropp;
   const ActivationCheckpointStats a = activations->stats();
   r.activation_checkpoint_bytes = a.live_bytes;
   r.peak_activation_checkpoint_bytes = a.peak_live_bytes;

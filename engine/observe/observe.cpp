@@ -213,6 +213,7 @@ void Engine::Impl::report_progress() {
   if (m.host_bytes() > 0) line += ", host=" + mib(m.host_bytes());
   if (tensor_size > 1)  // the figures are rank 0's, which holds 1/tp of each split matrix
     line += detail::str(", grid=tp", tensor_size, "xdp", data->world_size());
+  if (!zeropp.empty()) line += ", zero++=[" + zeropp + "]";
   for (const auto& [name, value] : progress_fields) line += ", " + name + "=" + value;
   spdlog::info("[rank 0] {}", line);
   if (config.activation_checkpointing.profile)

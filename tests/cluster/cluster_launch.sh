@@ -8,10 +8,14 @@
 # no process of the job left on any host. Exits 77 (skipped) where namespaces cannot be made.
 # The world discovers its hosts (node and cross-node groups) on 2 x 2 and 3 x 1, and the
 # hierarchical all-reduce equals the flat one there and sends 2/3 of its bytes across hosts.
+# ZeRO++'s hpZ (a secondary copy of the parameters within each host) is bitwise plain stage 3 on
+# 2 x 2.
 # usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER COMM_WORKER MASTER_PORT
+#        ZEROPP_WORKER
 set -u
 ZERORUN=$(realpath "$1") RDZV_PROG=$(realpath "$2") RANK_PROG=$(realpath "$3")
 ENGINE_WORKER=$(realpath "$4") COMM_WORKER=$(realpath "$5") MASTER_PORT=$6
+ZEROPP_WORKER=$(realpath "$7")
 here=$(cd "$(dirname "$0")" && pwd)
 export CLUSTER="l$$"
 CLUSTER=${CLUSTER:0:8}
@@ -99,6 +103,12 @@ for layout in two_by_two three_by_one; do
   ((crossed > 100000)) || fail "golden on $layout: only $crossed bytes crossed the host links"
   echo "golden suite on $layout: passed, $crossed bytes over the host links"
 done
+GLOO_SOCKET_IFNAME=eth0 run "$tmp/two_by_two" --no_local_rank "$ZEROPP_WORKER" --suite hpz ||
+  { cat "$tmp/out"; fail "hpZ suite on two_by_two"; }
+# Size 4 spans the hosts (a warning says so); size 2 is the ranks of one host (no warning).
+grep -q "group(s) \[0..3\] span hosts (2 hosts: \[0 1\] \[2 3\])" "$tmp/out" &&
+  ! grep -q "group(s) \[0..1\]" "$tmp/out" || { cat "$tmp/out"; fail "hpZ groups and hosts"; }
+echo "hpZ suite on two_by_two: bitwise equal to stage 3"
 
 # 5. A job whose ranks wait until killed; every process of host 1 (its sshd too) is killed.
 alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$s" ] && [[ $s != Z* ]]; }

@@ -1,8 +1,10 @@
 // qwZ's block quantization references (zero/kernels/quantize.h): DeepSpeed's group choice (the
 // expected counts below come from running its CUDAQuantizer.quantize loop, transcribed in
 // Python), the symmetric int8 rounding (half to even, the clamp at +128), the error bound of
-// every element against its group's scale, and the fp16 dequantization.
+// every element against its group's scale, and the fp16 dequantization; the vectorized, threaded
+// _cpu kernels against the references, bit for bit, at every SIMD level this CPU has.
 #include <zero/error.h>
+#include <zero/kernels/cpu.h>
 #include <zero/kernels/half.h>
 #include <zero/kernels/quantize.h>
 
@@ -84,4 +86,45 @@ TEST_CASE("every element within half a step of its group's scale; fp16 dequantiz
       REQUIRE(out[k] == float_to_half16(deq, Half16::kFp16));
     }
   }
+}
+
+TEST_CASE("the _cpu kernels give the references' bits at every SIMD level") {
+  std::mt19937 gen(11);
+  std::vector<SimdLevel> levels = {SimdLevel::kScalar};
+  if (detected_simd_level() >= SimdLevel::kAvx2) levels.push_back(SimdLevel::kAvx2);
+  if (detected_simd_level() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  const SimdLevel before = simd_level();
+  // Small and large (threaded) buffers; groups of DeepSpeed's choice; ties at .5 steps (values
+  // that are exact multiples of half a level), zeros, a group of zeros, the clamp.
+  for (int64_t numel :
+       {int64_t{8}, int64_t{1024}, int64_t{16384 + 8 * 13}, int64_t{589824}, int64_t{2359296}}) {
+    const int64_t groups = qwz_group_count(numel);
+    std::vector<float> values(static_cast<size_t>(numel));
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    for (auto& v : values) v = dist(gen);
+    for (int64_t i = 0; i < numel; i += 97) values[static_cast<size_t>(i)] = 0.5f * (i % 17);
+    const int64_t size = numel / groups;
+    for (int64_t i = 0; i < size; ++i) values[static_cast<size_t>(i)] = 0;
+    if (groups > 1) {  // scale 1: ties round to even, 127.6 clamps to 127
+      const float ties[8] = {128, 2.5f, 3.5f, -2.5f, 127.6f, -0.5f, 0.5f, 1.5f};
+      std::copy(ties, ties + 8, values.begin() + size);
+    }
+    const std::vector<uint16_t> in = fp16(values);
+    std::vector<int8_t> q_ref(numel), q(numel);
+    std::vector<float> inv_ref(groups), inv(groups);
+    std::vector<uint16_t> out_ref(numel), out(numel);
+    quantize_int8_symmetric_reference(in.data(), numel, groups, q_ref.data(), inv_ref.data());
+    dequantize_int8_symmetric_reference(q_ref.data(), inv_ref.data(), numel, groups,
+                                        out_ref.data());
+    for (SimdLevel level : levels) {
+      INFO(numel << " elements in " << groups << " groups, " << simd_level_name(level));
+      set_simd_level(level);
+      quantize_int8_symmetric_cpu(in.data(), numel, groups, q.data(), inv.data());
+      dequantize_int8_symmetric_cpu(q_ref.data(), inv_ref.data(), numel, groups, out.data());
+      CHECK(q == q_ref);
+      CHECK(inv == inv_ref);
+      CHECK(out == out_ref);
+    }
+  }
+  set_simd_level(before);
 }

@@ -60,7 +60,8 @@ struct P2POp {
 const char* to_string(P2POp::Kind kind);
 
 // All tensors are flat (contiguous, any shape; only numel counts) and live on the device
-// the backend serves. Supported dtypes: float32, float16, bfloat16, int32, int64.
+// the backend serves. Supported dtypes: float32, float16, bfloat16, int8 (qwZ's quantized
+// weights; a sum wraps around), int32, int64.
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -32,6 +32,8 @@ struct LayoutOptions {
   int world_size = 1;
   int64_t align_bytes = 16;  // every parameter and every shard starts at this alignment
   int64_t bucket_numel = 0;  // gradient bucket capacity in elements; <= 0: one bucket per group
+  // Every shard's numel is a multiple of this too (qwZ quantizes shards in blocks of 8 elements).
+  int64_t shard_multiple_numel = 1;
 };
 
 // Where a parameter lies in its group's flat buffer.

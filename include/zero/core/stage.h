@@ -50,6 +50,16 @@ struct StageOptions {
   // device with the rest of the stage. An offloaded optimizer writes the updated values into it;
   // an optimizer on the device keeps an fp32 master there, which the stage writes into it.
   std::shared_ptr<ParamStore> param_store;
+  // hpZ (zero_hpz_partition_size, stage 3): this rank's group of consecutive data ranks (a host,
+  // when it holds that many). After a unit's first use each rank keeps its slice of the unit's
+  // parameters over this group, and later gathers of the unit run within the group until the
+  // parameters change (the optimizer step, zero_grad, a load). Null: every gather spans the data
+  // group.
+  std::shared_ptr<Communicator> secondary_group;
+  // qwZ (zero_quantized_weights, stage 3): the gathers that feed forward and backward send int8
+  // blocks and their scales (core/quantized_gather.h); the layout's shards are then multiples of
+  // 8 elements. Gathers for the caller (gather_all: full_parameters, saving) stay exact.
+  bool quantized_weights = false;
 };
 
 // One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by
@@ -82,6 +92,8 @@ struct StageMemory {
   int64_t gathered_params_bytes = 0;  // stage 3: gathered units right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most ever gathered at once
   int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
+  int64_t secondary_gathers = 0;  // of those, the ones within hpZ's secondary group
+  int64_t secondary_params_bytes = 0;  // hpZ: the secondary slices kept right now
   ParamStoreMemory offloaded_params;  // stage 3 offload_param: the shards' place off the device
 };
 

@@ -43,6 +43,11 @@ struct MemoryReport {
   int64_t gathered_params_bytes = 0;       // stage 3: gathered right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most gathered at once so far
   int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
+  // hpZ (zero_hpz_partition_size): the unit gathers within the secondary group among those, and
+  // the secondary slices held right now (until the next step).
+  int64_t secondary_gathers = 0;
+  int64_t secondary_params_bytes = 0;
+  std::string zeropp;  // the ZeRO++ features in effect ("hpZ 2, qwZ"); empty: none
   // offload_optimizer / offload_param: what lives in host memory or swap files instead (the
   // fields above are the device's; on a CPU-only run both are the process's memory).
   int64_t host_parameters_bytes = 0;  // stage 3 parameter shards kept in host memory

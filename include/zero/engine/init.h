@@ -16,6 +16,7 @@
 
 #include <zero/comm/parallel_grid.h>
 #include <zero/config/config.h>
+#include <zero/core/layout.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
@@ -59,6 +60,7 @@ class Init {
   int world_ = 1;
   c10::ScalarType dtype_ = c10::ScalarType::Float;
   int64_t persistence_threshold_numel_ = 0;
+  LayoutOptions layout_options_;  // the engine's (zero/core/layout.h)
 };
 
 }  // namespace zero

@@ -1,8 +1,8 @@
 // ZeRO++ qwZ (zero_quantized_weights): DeepSpeed's symmetric int8 block quantization of the
 // parameters it all-gathers, as its CUDAQuantizer and csrc/quantization kernels define it.
 // Values are read as fp16 (DeepSpeed's kernel reads __half: callers convert fp32 and bf16 to fp16
-// first, as its quantize() does). These are the scalar references; the vectorized CPU versions
-// and the engine's quantized all-gather come next.
+// first, as its quantize() does). The _reference functions are the scalar definitions; the _cpu
+// ones (AVX2 with F16C where available, threaded) produce the same bits.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +24,11 @@ void quantize_int8_symmetric_reference(const uint16_t* in_fp16, int64_t numel, i
 // out = fp16(q * inv_scales[group]) (DeepSpeed's dequantize writes fp16).
 void dequantize_int8_symmetric_reference(const int8_t* q, const float* inv_scales, int64_t numel,
                                          int64_t groups, uint16_t* out_fp16);
+
+// The same, vectorized and split over the CPU kernels' threads.
+void quantize_int8_symmetric_cpu(const uint16_t* in_fp16, int64_t numel, int64_t groups, int8_t* q,
+                                 float* inv_scales);
+void dequantize_int8_symmetric_cpu(const int8_t* q, const float* inv_scales, int64_t numel,
+                                   int64_t groups, uint16_t* out_fp16);
 
 }  // namespace zero::kernels

@@ -1,0 +1,164 @@
+// ZeRO++ against plain stage 3 on 2-4 ranks (started by zerorun): `--suite hpz` trains each case
+// with zero_hpz_partition_size and without, and wants the same bits (hpZ moves the same values:
+// a secondary copy of the parameters within a group of ranks that later gathers read); `--suite
+// qwz` trains each case with zero_quantized_weights, near stage 3 but not equal to it, and equal
+// bit for bit with hpZ on top (the backward then reads the forward's dequantized values, which a
+// quantized gather of the same shards reproduces).
+#include "worker_util.h"
+
+#include <zero/engine/engine.h>
+
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace zero;
+using namespace zero::test;
+
+namespace {
+
+struct Trained {
+  Params params;
+  MemoryReport memory;
+};
+
+// `peek`: full_parameters() after every step as well (its exact gathers must leave training as
+// it was).
+Trained train_case(const std::shared_ptr<Communicator>& comm, const Case& c,
+                   const std::string& extra_zero, bool peek = false) {
+  const int world = comm->world_size(), rank = comm->rank();
+  Net net(42, 2, /*wrap=*/true, c.reuse_block);
+  Engine engine = initialize(net.ptr(), parse(config_json(c, world, extra_zero), world), comm);
+  // train()'s loop, with the inputs in the parameters' dtype (bf16 cases).
+  const int64_t global = c.micro * c.gas * world;
+  for (int step = 0; step < c.steps; ++step)
+    for (int m = 0; m < c.gas; ++m) {
+      auto [x, y] = samples(7, step * global + (m * world + rank) * c.micro, c.micro);
+      const auto dtype = net->input->weight.scalar_type();
+      engine.backward(torch::mse_loss(net->forward(x.to(dtype)).to(torch::kFloat), y));
+      engine.step();
+      if (peek) engine.full_parameters();
+    }
+  // Before full_parameters(), whose gather drops the secondary copies.
+  const MemoryReport memory = engine.memory_report();
+  return {engine.full_parameters(), memory};
+}
+
+struct Named {
+  std::string name;
+  Case c;
+  std::string extra_zero;
+};
+
+// The stage 3 cases both suites train.
+std::vector<Named> stage3_cases() {
+  std::vector<Named> cases;
+  Case plain;
+  plain.stage = 3;
+  cases.push_back({"plain", plain, ""});
+  Case acc = plain;
+  acc.gas = 3;  // micro-steps 2 and 3 gather every unit from the secondary copies
+  acc.micro = 1;
+  acc.clip = 0.05;
+  cases.push_back({"gas 3 clip", acc, ""});
+  Case reuse = plain;
+  reuse.reuse_block = true;
+  reuse.gas = 2;
+  reuse.micro = 1;
+  reuse.max_reuse_distance = 0;
+  cases.push_back({"block reused, released between uses", reuse, ""});
+  reuse.max_reuse_distance = 1000000000;
+  cases.push_back({"block reused, kept between uses", reuse, ""});
+  Case big = plain;
+  big.bucket = 100000;
+  big.overlap = false;
+  big.gas = 2;
+  cases.push_back({"one bucket, no overlap", big, ""});
+  Case bf16 = plain;
+  bf16.gas = 2;
+  bf16.extra_top = R"(, "bf16": {"enabled": true})";
+  cases.push_back({"bf16", bf16, ""});
+  cases.push_back(
+      {"offload_param + offload_optimizer", acc,
+       R"(, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"})"});
+  return cases;
+}
+
+void run_hpz(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  const std::vector<Named> cases = stage3_cases();
+  Case plain;
+  plain.stage = 3;
+
+  std::set<int> sizes = {2, world};
+  for (const Named& k : cases) {
+    const Trained base = train_case(comm, k.c, k.extra_zero);
+    EXPECT(base.memory.secondary_gathers == 0, k.name, ": secondary gathers without hpZ");
+    Net initial(42, 2, true, k.c.reuse_block);
+    for (const auto& [name, value] : base.params)
+      if (name == "input.weight")
+        EXPECT(!torch::equal(initial->input->weight, value.to(torch::kFloat)), k.name,
+               ": did not train");
+    for (int h : sizes) {
+      if (h < 2 || world % h != 0) continue;
+      const Trained hpz = train_case(
+          comm, k.c, k.extra_zero + zero::detail::str(R"(, "zero_hpz_partition_size": )", h));
+      EXPECT(bitwise_equal(hpz.params, base.params), k.name, ", hpZ ", h,
+             ": not bitwise equal to stage 3 (max rel diff ", max_rel_diff(hpz.params, base.params),
+             ")");
+      EXPECT(hpz.memory.secondary_gathers > 0, k.name, ", hpZ ", h, ": only ",
+             hpz.memory.secondary_gathers, " of ", hpz.memory.unit_gathers,
+             " unit gathers within the group");
+      if (rank == 0)
+        std::printf(
+            "hpz world %d size %d %-36s bitwise equal; %lld of %lld unit gathers within "
+            "the group\n",
+            world, h, k.name.c_str(), (long long)hpz.memory.secondary_gathers,
+            (long long)hpz.memory.unit_gathers);
+    }
+  }
+  if (world == 4)
+    expect_throw<UsageError>("hpZ size not dividing", "does not divide", [&] {
+      Net net(42, 2, true);
+      initialize(net.ptr(),
+                 parse(config_json(plain, world, R"(, "zero_hpz_partition_size": 3)"), world),
+                 comm);
+    });
+}
+
+void run_qwz(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  const std::string qwz = R"(, "zero_quantized_weights": true)";
+  for (const Named& k : stage3_cases()) {
+    const Trained base = train_case(comm, k.c, k.extra_zero);
+    const Trained quantized = train_case(comm, k.c, k.extra_zero + qwz);
+    const double diff = max_rel_diff(quantized.params, base.params);
+    // int8 blocks: each gathered weight within half a step (1/256 of its block's largest
+    // magnitude) of the true one; after a few steps the models differ by about that much.
+    // Relative to each parameter's norm: a small one (the 1-element head bias) that shares a
+    // block with large weights gets their step, about 2% of itself in the bf16 case.
+    EXPECT(diff < 0.05, k.name, ": qwZ differs from stage 3 by ", diff);
+    EXPECT(!bitwise_equal(quantized.params, base.params), k.name,
+           ": qwZ trained exactly like stage 3 (nothing quantized?)");
+    const Trained both = train_case(
+        comm, k.c, k.extra_zero + qwz + zero::detail::str(R"(, "zero_hpz_partition_size": 2)"));
+    EXPECT(bitwise_equal(both.params, quantized.params), k.name,
+           ": qwZ + hpZ differs from qwZ alone (max rel diff ",
+           max_rel_diff(both.params, quantized.params), ")");
+    EXPECT(both.memory.secondary_gathers > 0, k.name, ": qwZ + hpZ gathered nothing in the group");
+    const Trained peeked = train_case(comm, k.c, k.extra_zero + qwz, /*peek=*/true);
+    EXPECT(bitwise_equal(peeked.params, quantized.params), k.name,
+           ": full_parameters() between steps changed qwZ training (max rel diff ",
+           max_rel_diff(peeked.params, quantized.params), ")");
+    if (rank == 0)
+      std::printf("qwz world %d %-36s max rel diff to stage 3 %.3g; + hpZ 2 bitwise qwZ\n", world,
+                  k.name.c_str(), diff);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return worker_main(argc, argv, {{"hpz", run_hpz}, {"qwz", run_qwz}});
+}
