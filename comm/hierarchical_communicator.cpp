@@ -3,6 +3,10 @@
 
 #include "completion_work.h"
 
+#include <zero/error.h>
+
+#include <c10/core/ScalarType.h>
+
 namespace zero {
 
 struct HierarchicalCommunicator::Job {
@@ -11,8 +15,12 @@ struct HierarchicalCommunicator::Job {
 };
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Communicator> flat,
-                                                   HostGroups groups, int64_t min_bytes)
-    : flat_(std::move(flat)), groups_(std::move(groups)), min_bytes_(min_bytes) {
+                                                   HostGroups groups, int64_t min_bytes,
+                                                   int64_t quantized_block)
+    : flat_(std::move(flat)),
+      groups_(std::move(groups)),
+      min_bytes_(min_bytes),
+      quantized_block_(quantized_block) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -44,10 +52,26 @@ WorkHandle HierarchicalCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op)
 WorkHandle HierarchicalCommunicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
                                                       const std::vector<int64_t>& counts,
                                                       ReduceOp op, InputUse use) {
+  if (quantized_block_ > 0 && (op == ReduceOp::kSum || op == ReduceOp::kAvg) &&
+      c10::isFloatingType(input.scalar_type()))
+    return quantized_reduce_scatter_v(input, output, counts, op, at::Tensor());
   if (static_cast<int64_t>(input.nbytes()) < min_bytes_)
     return flat_->reduce_scatter_v(input, output, counts, op, use);
   return enqueue([this, input, output, counts, op]() mutable {
     hierarchical_reduce_scatter_v(groups_, input, output, counts, op);
+  });
+}
+
+WorkHandle HierarchicalCommunicator::quantized_reduce_scatter_v(const at::Tensor& input,
+                                                                at::Tensor& output,
+                                                                const std::vector<int64_t>& counts,
+                                                                ReduceOp op,
+                                                                const at::Tensor& exact) {
+  ZERO_CHECK(quantized_block_ > 0, UsageError,
+             "quantized_reduce_scatter_v: this communicator does not quantize (block 0)");
+  return enqueue([this, input, output, counts, op, exact]() mutable {
+    quantized_hierarchical_reduce_scatter_v(groups_, input, output, counts, op, quantized_block_,
+                                            exact);
   });
 }
 

@@ -358,8 +358,11 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
              "no effect: frozen parameters are not partitioned here (every rank keeps them "
              "whole), so none is gathered");
   }
-  unsupported_if_true(s, "zero_quantized_gradients", z.zero_quantized_gradients,
-                      "ZeRO++ quantized gradient communication changes the math");
+  if (z.zero_quantized_gradients && z.stage != 3) {
+    ctx.warn(s.child("zero_quantized_gradients"),
+             "no effect at stage " + std::to_string(z.stage) +
+                 ": qgZ quantizes the reduce-scatters of stage 3's gradients");
+  }
   if (z.zero_hpz_partition_size > 1 && z.stage != 3) {
     ctx.warn(s.child("zero_hpz_partition_size"),
              "no effect at stage " + std::to_string(z.stage) +

@@ -161,6 +161,22 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   for (size_t bi = 0; bi < lbuckets.size(); ++bi) {
     bucket_counts_.push_back(layout_.bucket_counts(static_cast<int>(bi)));
   }
+  // qgZ: the reducing communicator quantizes reduce-scatters; the gradients of 1-dimensional
+  // parameters (biases, norms) stay exact, as DeepSpeed's qgZ reduce-scatters those plainly.
+  auto* quantizing = dynamic_cast<HierarchicalCommunicator*>(comm_.get());
+  if (reduction_ == GradReduction::kReduceScatter && quantizing &&
+      quantizing->quantized_block() > 0) {
+    qgz_ = quantizing;
+    for (const Bucket& b : lbuckets) {
+      at::Tensor exact = at::zeros({b.buffer.numel()}, at::kBool);
+      for (int pi : b.params)
+        if (params_[pi].dim() <= 1) {
+          const BufferRange& r = layout_.slots()[pi].buffer;
+          exact.narrow(0, r.begin - b.buffer.begin, r.numel()).fill_(true);
+        }
+      bucket_exact_.push_back(exact);
+    }
+  }
 
   // Two staging buffers: one bucket fills while the previous one is reduced.
   if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
@@ -398,8 +414,11 @@ void FlatStage::launch_bucket(int bucket) {
     if (world_ > 1) {
       if (!average_op_) input.mul_(pre_scale_);
       // The input is a staging buffer or autograd's gradient, both dropped after the reduction.
-      work = comm_->reduce_scatter_v(
-          input, shard, counts, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum, InputUse::kConsume);
+      const ReduceOp op = average_op_ ? ReduceOp::kAvg : ReduceOp::kSum;
+      if (qgz_)
+        work = qgz_->quantized_reduce_scatter_v(input, shard, counts, op, bucket_exact_[bucket]);
+      else
+        work = comm_->reduce_scatter_v(input, shard, counts, op, InputUse::kConsume);
     }
     pending_.push_back(Pending{bucket, slot, std::move(work), shard, {}, {}});
   }

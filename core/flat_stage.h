@@ -2,6 +2,7 @@
 // parameter's grad accumulator, bucket arrival counting and the asynchronous bucket reductions.
 #pragma once
 
+#include <zero/comm/hierarchical_communicator.h>
 #include <zero/core/stage.h>
 #include <zero/core/storage.h>
 
@@ -138,6 +139,10 @@ class FlatStage : public Stage {
   bool boundary_backward_ = true;  // this backward ends an accumulation
   GradReadyFn grad_ready_;
   std::vector<std::vector<ShardRange>> unbucketed_;  // per group: shard parts in no bucket
+  // qgZ: the communicator that quantizes the reduce-scatters (comm_ itself), and per bucket the
+  // gradients it sends exactly (those of 1-dimensional parameters). Null / empty: off.
+  HierarchicalCommunicator* qgz_ = nullptr;
+  std::vector<at::Tensor> bucket_exact_;
   bool grads_zero_ = true;         // no backward since the gradient buffers were made or zeroed
   int implicit_passes_ = 0;        // set_implicit_passes; 0: the caller starts passes
   int implicit_begun_ = 0;         // passes begun since the last boundary finished

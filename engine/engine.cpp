@@ -237,7 +237,9 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   impl->split_dims = detail::check_tensor_parallel(*model, grid);
   const detail::SplitDims& split = impl->split_dims;
   impl->data = grid ? grid->data_group() : comm;
-  impl->reducing = detail::reducing_communicator(impl->data);
+  impl->reducing = detail::reducing_communicator(
+      impl->data, parsed.config.zero_optimization.stage == 3 &&
+                      parsed.config.zero_optimization.zero_quantized_gradients);
   impl->tensor = grid ? grid->tensor_group() : nullptr;
   impl->tensor_rank = grid ? grid->tensor_rank() : 0;
   impl->tensor_size = grid ? grid->tensor_size() : 1;
@@ -439,7 +441,8 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   const detail::SwapFolders swap_folders =
       detail::open_swap_folders(config, *comm, ordered[0].second.device());
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
-  impl->zeropp = detail::setup_zeropp(config, *impl->data, impl->pipeline != nullptr, sopts);
+  impl->zeropp =
+      detail::setup_zeropp(config, *impl->data, *impl->reducing, impl->pipeline != nullptr, sopts);
   impl->stage =
       Stage::create(sopts, impl->params, std::move(layout), impl->reducing,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));

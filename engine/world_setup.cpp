@@ -46,23 +46,42 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
       " elements); every rank must build the same model"));
 }
 
-std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data) {
+std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data,
+                                                    bool quantized_gradients) {
   const char* env = std::getenv("ZERO_HIERARCHICAL_ALLREDUCE");
   const std::string mode = env && *env ? env : "auto";
   ZERO_CHECK(mode == "auto" || mode == "on" || mode == "off", UsageError,
              "ZERO_HIERARCHICAL_ALLREDUCE='", mode, "': expected auto, on or off");
-  if (mode == "off" || data->world_size() == 1) return data;
+  ZERO_CHECK(!quantized_gradients || data->backend() == Backend::kGloo, UsageError,
+             "zero_optimization.zero_quantized_gradients: qgZ's int4 kernels run on the CPU only "
+             "so far; train on the CPU (Gloo), or turn qgZ off for a model on CUDA");
+  if (data->world_size() == 1 || (mode == "off" && !quantized_gradients)) return data;
   const HostTopology hosts = discover_hosts(*data);
+  const bool lead = data->rank() == 0;
+  const bool qgz = quantized_gradients && hosts.uniform() && hosts.num_hosts() > 1;
+  if (quantized_gradients && !qgz && lead)
+    spdlog::warn(
+        "[rank 0] zero_quantized_gradients has no effect on {}: it quantizes what crosses between "
+        "hosts holding as many ranks each; gradients are reduce-scattered exactly",
+        hosts.to_string());
   const int local = static_cast<int>(hosts.ranks_on(0).size());
-  if (!hosts.uniform() || local == 1 || (mode == "auto" && hosts.num_hosts() == 1)) return data;
-  const int64_t min_bytes = mode == "on" ? 0 : int64_t{64} << 10;
-  if (data->rank() == 0)
+  const bool hierarchical =
+      mode != "off" && hosts.uniform() && local > 1 && (mode == "on" || hosts.num_hosts() > 1);
+  if (!hierarchical && !qgz) return data;
+  // qgZ alone (the variable off): only its reduce-scatters leave the flat communicator.
+  const int64_t min_bytes = !hierarchical ? INT64_MAX : mode == "on" ? 0 : int64_t{64} << 10;
+  if (lead && hierarchical)
     spdlog::info(
         "[rank 0] data group on {}: all-reduces, reduce-scatters and all-gathers of {} run "
         "hierarchically (within each host and across hosts)",
         hosts.to_string(), min_bytes ? "64 KiB or more" : "every size");
-  return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts),
-                                                    min_bytes);
+  if (lead && qgz)
+    spdlog::info(
+        "[rank 0] qgZ: gradients reduce-scattered in int4 blocks of {} values, all-to-all within "
+        "each host and across the {}",
+        kQgzBlockNumel, hosts.to_string());
+  return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts), min_bytes,
+                                                    qgz ? kQgzBlockNumel : 0);
 }
 
 LayoutOptions layout_options(const Config& config, int data_world) {
@@ -108,8 +127,8 @@ std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int 
   return mine;
 }
 
-std::string setup_zeropp(const Config& config, Communicator& data, bool pipeline,
-                         StageOptions& sopts) {
+std::string setup_zeropp(const Config& config, Communicator& data, const Communicator& reducing,
+                         bool pipeline, StageOptions& sopts) {
   const ZeroOptimizationConfig& z = config.zero_optimization;
   const int data_size = data.world_size();
   std::string on;
@@ -136,6 +155,8 @@ std::string setup_zeropp(const Config& config, Communicator& data, bool pipeline
           "gathered whole for the batch, exactly");
   }
   if (sopts.quantized_weights) on += on.empty() ? "qwZ" : ", qwZ";
+  const auto* h = dynamic_cast<const HierarchicalCommunicator*>(&reducing);
+  if (h && h->quantized_block() > 0) on += on.empty() ? "qgZ" : ", qgZ";
   return on;
 }
 

@@ -36,7 +36,13 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
 // run within the host and across; "on": every one, also on one host (its node group is then the
 // whole group), "off" never.
 // Collective over `data` (a host discovery) unless off; UsageError for another value.
-std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data);
+// quantized_gradients (ZeRO++ qgZ, stage 3): across uniform hosts, whatever the variable says, its
+// reduce-scatters are quantized (kQgzBlockNumel values per scale); on one host, or hosts of
+// different sizes, a warning that it has no effect (DeepSpeed's qgZ also reduce-scatters plainly
+// on one node).
+constexpr int64_t kQgzBlockNumel = 256;
+std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data,
+                                                    bool quantized_gradients = false);
 
 // How the config lays out the flat buffers over `data_world` ranks (the engine's layout, and the
 // shards zero::Init makes, which must match it).
@@ -51,8 +57,9 @@ std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int 
 // ZeRO++ at stage 3 as far as it takes effect: hpZ's secondary group into sopts, qwZ left on
 // (sopts.quantized_weights, from stage_options) unless in a pipeline, whose stages hold their
 // parameters gathered exactly for the batch (a warning on rank 0 for each feature it voids).
-// Returns what is on, e.g. "hpZ 2, qwZ" (empty: nothing). Collective over `data` with hpZ.
-std::string setup_zeropp(const Config& config, Communicator& data, bool pipeline,
-                         StageOptions& sopts);
+// Returns what is on, e.g. "hpZ 2, qwZ, qgZ" (empty: nothing; qgZ when `reducing` quantizes).
+// Collective over `data` with hpZ.
+std::string setup_zeropp(const Config& config, Communicator& data, const Communicator& reducing,
+                         bool pipeline, StageOptions& sopts);
 
 }  // namespace zero::detail

@@ -16,12 +16,16 @@
 #       backward's gathers off the links (they read the secondary copies within the host): f = 2;
 #       qwZ (zero_quantized_weights) sends each gather as int8, a quarter of fp32's bytes, and
 #       one fp32 scale per block of 4000-8000 values (about 0.1% more, left out of the formula):
-#       f = 1/4 + 1/4 + 1 = 1.5; both: f = 1/4 + 1 = 1.25.
+#       f = 1/4 + 1/4 + 1 = 1.5; both: f = 1/4 + 1 = 1.25; qgZ (zero_quantized_gradients)
+#       reduce-scatters the gradients through all-to-alls within each host, then across: (H - 1)
+#       x P values cross the links at half a byte each, with an fp32 scale per 256 and the V
+#       values of 1-dimensional parameters (biases, norms) in fp32: (H - 1) (P / 2 + P / 64 + 4 V)
+#       bytes in place of the reduce-scatter's pass.
 # With hierarchical collectives (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
 # within the host, then across) each pass sends (H - 1) x 4 bytes x parameters across H hosts
 # instead of the ring's H x (W - 1) / W x 4 bytes x parameters (2 N against 3 N at 2 x 2 for f = 2).
 # CASES lists STAGE:MODE[:ZEROPP] items, MODE off (flat rings) or auto (hierarchical), ZEROPP
-# hpz, qwz or hpz+qwz (stage 3 only).
+# features of hpz, qwz, qgz joined by + (stage 3 only).
 # Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
 # RATES ("1000 200"), CASES ("0:off 0:auto ... 3:off 3:auto"), STEPS_A (2), STEPS_B (6),
 # SHAPE (gpt_train shape flags, default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
@@ -49,12 +53,13 @@ zeropp_flags() {
     case $feature in
       hpz) echo "--set zero_optimization.zero_hpz_partition_size=2" ;;
       qwz) echo "--set zero_optimization.zero_quantized_weights=true" ;;
+      qgz) echo "--set zero_optimization.zero_quantized_gradients=true" ;;
       *) echo "traffic.sh: unknown ZeRO++ feature '$feature'" >&2; exit 2 ;;
     esac
   done
 }
 
-# One run of STEPS steps; prints "bytes_sent parameters ms_per_step".
+# One run of STEPS steps; prints "bytes_sent parameters vector_parameters ms_per_step".
 run() {
   local stage=$1 mode=$2 steps=$3 zeropp=$4 before after
   before=$(sent)
@@ -71,7 +76,7 @@ run() {
 import json, re, sys
 line = next(l for l in open(sys.argv[1]) if re.match(r"\[rank 0\] \{\"first_loss\"", l))
 s = json.loads(line.split("] ", 1)[1])
-print(sys.argv[2], s["parameters"], s["ms_per_step"])
+print(sys.argv[2], s["parameters"], s["vector_parameters"], s["ms_per_step"])
 PY
 }
 
@@ -85,21 +90,26 @@ for rate in $RATES; do
   sed -i 's/slots=1/slots=2/' "$dir/hostfile"
   for case in $CASES; do
     IFS=: read -r stage mode zeropp <<<"$case"
-    read -r bytes_a params _ < <(run "$stage" "$mode" "$STEPS_A" "$zeropp")
-    read -r bytes_b _ ms < <(run "$stage" "$mode" "$STEPS_B" "$zeropp")
-    python3 - "$rate" "$stage" "$mode" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" "$zeropp" <<'PY'
+    read -r bytes_a params vectors _ < <(run "$stage" "$mode" "$STEPS_A" "$zeropp")
+    read -r bytes_b _ _ ms < <(run "$stage" "$mode" "$STEPS_B" "$zeropp")
+    python3 - "$rate" "$stage" "$mode" "$bytes_a" "$bytes_b" "$STEPS_A" "$STEPS_B" "$params" "$ms" "$zeropp" "$vectors" <<'PY'
 import sys
-rate, stage, mode, a, b, sa, sb, params, ms, zeropp = sys.argv[1:]
+rate, stage, mode, a, b, sa, sb, params, ms, zeropp, vectors = sys.argv[1:]
 per_step = (int(b) - int(a)) / (int(sb) - int(sa))
 w, h, n = 4, 2, 4 * int(params)
 passes = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]  # an all-reduce is 2
+reduce_scatter = None
 if stage == "3" and zeropp:
     features = zeropp.split("+")
     forward = 0.25 if "qwz" in features else 1  # int8 instead of fp32
     backward = 0 if "hpz" in features else forward  # hpZ: within the host
     passes = forward + backward + 1  # and the reduce-scatter
+    if "qgz" in features:
+        passes -= 1
+        p, v = int(params), int(vectors)
+        reduce_scatter = (h - 1) * (p / 2 + p / 64 + 4 * v)
 per_pass = (h - 1) * n if mode == "auto" else h * (w - 1) / w * n
-formula = passes * per_pass
+formula = passes * per_pass + (reduce_scatter or 0)
 ratio = per_step / formula
 print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {zeropp or '-'} | {per_step / 1e6:.2f} | "
       f"{formula / 1e6:.2f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")

@@ -203,11 +203,12 @@ torch::Tensor residual_dropout(const torch::Tensor& x, double p, bool split_sequ
   return split_sequence ? zero::tp::dropout(x, p, module.is_training()) : dropout(x, p, module);
 }
 
-int64_t count_parameters(torch::nn::Module& module) {
+int64_t count_parameters(torch::nn::Module& module, bool vectors_only) {
   std::unordered_set<const void*> seen;
   int64_t total = 0;
   for (const auto& p : module.parameters())
-    if (seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+    if (seen.insert(p.unsafeGetTensorImpl()).second && (!vectors_only || p.dim() <= 1))
+      total += p.numel();
   return total;
 }
 

@@ -94,7 +94,8 @@ class GptImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Gpt);
 
-int64_t count_parameters(torch::nn::Module& module);  // shared tensors counted once
+// Shared tensors counted once; vectors_only: those of at most one dimension (biases, norms).
+int64_t count_parameters(torch::nn::Module& module, bool vectors_only = false);
 
 // Dropout with probability p while `module` trains; the identity (no random draw) when p is 0.
 torch::Tensor dropout(const torch::Tensor& x, double p, const torch::nn::Module& module);

@@ -434,12 +434,14 @@ int train(int argc, char** argv) {
         "\"peak_memory_bytes\": %lld, "
         "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
         "\"device\": \"%s\", \"tensor_parallel\": %d, "
-        "\"checkpoint_peak_bytes\": %lld, \"parameters\": %lld, \"losses\": [",
+        "\"checkpoint_peak_bytes\": %lld, \"parameters\": %lld, \"vector_parameters\": %lld, "
+        "\"losses\": [",
         first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
         static_cast<long long>(steps), engine.stage(), engine.world_size(), device.str().c_str(),
         engine.tensor_parallel_size(),
         static_cast<long long>(engine.activation_checkpointing()->stats().peak_live_bytes),
-        static_cast<long long>(gpt::count_parameters(*net)));
+        static_cast<long long>(gpt::count_parameters(*net)),
+        static_cast<long long>(gpt::count_parameters(*net, /*vectors_only=*/true)));
     std::cout << line << loss_list << "]}" << std::endl;
   }
   return 0;

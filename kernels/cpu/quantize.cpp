@@ -56,4 +56,43 @@ void dequantize_int8_symmetric_reference(const int8_t* q, const float* inv_scale
     out_fp16[i] = float_to_half16(static_cast<float>(q[i]) * inv_scales[i / size], Half16::kFp16);
 }
 
+int64_t int4_packed_bytes(int64_t numel) {
+  return (numel + 1) / 2;
+}
+
+int64_t int4_block_count(int64_t numel, int64_t block) {
+  ZERO_CHECK(block > 0, UsageError, "qgZ: blocks of ", block, " values");
+  return (numel + block - 1) / block;
+}
+
+void quantize_int4_symmetric_reference(const float* in, int64_t numel, int64_t block,
+                                       int8_t* packed, float* inv_scales) {
+  const int64_t blocks = int4_block_count(numel, block);
+  std::fill(packed, packed + int4_packed_bytes(numel), int8_t{0});
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * block, end = std::min(numel, begin + block);
+    float max = 0;
+    for (int64_t i = begin; i < end; ++i) max = std::max(max, std::fabs(in[i]));
+    const float scale = max == 0 ? 1.0f : 7.0f / max;
+    for (int64_t i = begin; i < end; ++i) {
+      const long r = std::clamp<long>(std::lrint(in[i] * scale), -7, 7);
+      const auto nibble = static_cast<uint8_t>(r & 0xf);
+      auto& byte = reinterpret_cast<uint8_t&>(packed[i / 2]);
+      byte = static_cast<uint8_t>(byte | (i % 2 == 0 ? nibble : nibble << 4));
+    }
+    inv_scales[b] = 1 / scale;
+  }
+}
+
+void dequantize_add_int4_symmetric_reference(const int8_t* packed, const float* inv_scales,
+                                             int64_t numel, int64_t block, float* out) {
+  int4_block_count(numel, block);  // checks the block
+  for (int64_t i = 0; i < numel; ++i) {
+    const auto byte = static_cast<uint8_t>(packed[i / 2]);
+    const int nibble = i % 2 == 0 ? byte & 0xf : byte >> 4;
+    const int q = nibble >= 8 ? nibble - 16 : nibble;  // sign-extend the 4 bits
+    out[i] += static_cast<float>(q) * inv_scales[i / block];
+  }
+}
+
 }  // namespace zero::kernels

@@ -9,7 +9,8 @@
 # The world discovers its hosts (node and cross-node groups) on 2 x 2 and 3 x 1, and the
 # hierarchical all-reduce equals the flat one there and sends 2/3 of its bytes across hosts.
 # ZeRO++'s hpZ (a secondary copy of the parameters within each host) is bitwise plain stage 3 on
-# 2 x 2.
+# 2 x 2; qgZ (int4 gradients, all-to-all within the host and across) trains near it on 2 x 2 and
+# on 3 hosts x 1.
 # usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER COMM_WORKER MASTER_PORT
 #        ZEROPP_WORKER
 set -u
@@ -109,6 +110,12 @@ GLOO_SOCKET_IFNAME=eth0 run "$tmp/two_by_two" --no_local_rank "$ZEROPP_WORKER" -
 grep -q "group(s) \[0..3\] span hosts (2 hosts: \[0 1\] \[2 3\])" "$tmp/out" &&
   ! grep -q "group(s) \[0..1\]" "$tmp/out" || { cat "$tmp/out"; fail "hpZ groups and hosts"; }
 echo "hpZ suite on two_by_two: bitwise equal to stage 3"
+# qgZ across real (emulated) hosts: 2 x 2, and 3 x 1, an odd count of hosts.
+for layout in two_by_two three_by_one; do
+  GLOO_SOCKET_IFNAME=eth0 run "$tmp/$layout" --no_local_rank "$ZEROPP_WORKER" --suite qgz ||
+    { cat "$tmp/out"; fail "qgZ suite on $layout"; }
+  echo "qgZ suite on $layout: passed"
+done
 
 # 5. A job whose ranks wait until killed; every process of host 1 (its sshd too) is killed.
 alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$s" ] && [[ $s != Z* ]]; }

@@ -226,7 +226,6 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
         R"("curriculum_learning": {"enabled": true})", R"("optimizer": {"type": "Lamb"})",
         R"("optimizer": {"type": "OneBitAdam"})", R"("scheduler": {"type": "StepLR"})",
         R"("sequence_parallel_size": 2)",
-        R"("zero_optimization": {"stage": 3, "zero_quantized_gradients": true})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
     INFO(feature);
     auto d = errors_of(std::string("{") + kBatch + ", " + feature + "}");
@@ -234,18 +233,20 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
     CHECK(mentions(d[0], "not supported"));
   }
   CHECK(parse(std::string("{") + kBatch + R"(, "amp": {"enabled": false}})").warnings.empty());
-  // ZeRO++'s qwZ and hpZ are built at stage 3; elsewhere they do nothing and say so.
+  // ZeRO++'s qwZ, hpZ and qgZ are built at stage 3; elsewhere they do nothing and say so.
   {
     const zero::ParsedConfig z3 = parse(
         std::string("{") + kBatch +
-        R"(, "zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_hpz_partition_size": 8}})");
+        R"(, "zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_hpz_partition_size": 8, "zero_quantized_gradients": true}})");
     CHECK(z3.warnings.empty());
     CHECK(z3.config.zero_optimization.zero_quantized_weights);
     CHECK(z3.config.zero_optimization.zero_hpz_partition_size == 8);
     const zero::ParsedConfig z2 = parse(
         std::string("{") + kBatch +
-        R"(, "zero_optimization": {"stage": 2, "zero_quantized_weights": true, "zero_hpz_partition_size": 8, "zero_quantized_nontrainable_weights": true}})");
-    CHECK(z2.warnings.size() == 3);
+        R"(, "zero_optimization": {"stage": 2, "zero_quantized_weights": true, "zero_hpz_partition_size": 8, "zero_quantized_nontrainable_weights": true, "zero_quantized_gradients": true}})");
+    CHECK(z2.warnings.size() == 4);
+    CHECK(mentions(find(z2.warnings, "zero_optimization.zero_quantized_gradients"),
+                   "no effect at stage 2"));
     CHECK(mentions(find(z2.warnings, "zero_optimization.zero_quantized_weights"),
                    "no effect at stage 2"));
     CHECK(mentions(find(z2.warnings, "zero_optimization.zero_hpz_partition_size"),

@@ -12,7 +12,7 @@ root = sys.argv[1]
 ALLOWED = {
     "config": set(),
     "kernels": set(),
-    "comm": set(),
+    "comm": {"kernels"},
     "tp": {"comm"},
     "checkpoint": set(),
     "core": {"comm", "kernels"},

@@ -128,3 +128,58 @@ TEST_CASE("the _cpu kernels give the references' bits at every SIMD level") {
   }
   set_simd_level(before);
 }
+
+TEST_CASE("qgZ int4: scale 7 / max, half to even, 15 levels, two values per byte") {
+  // max 7: scale 1. 2.5 and 3.5 round to even; +-7 are the end levels.
+  const std::vector<float> in = {7, -7, 2.5f, 3.5f, -2.5f, 0.4f, 6.6f};  // odd: a lone last value
+  std::vector<int8_t> packed(static_cast<size_t>(int4_packed_bytes(7)), 0x55);
+  float inv = 0;
+  quantize_int4_symmetric_reference(in.data(), 7, 8, packed.data(), &inv);
+  CHECK(inv == 1.0f);
+  REQUIRE(packed.size() == 4);
+  auto nib = [&](int i) {
+    const int v = (static_cast<uint8_t>(packed[i / 2]) >> (i % 2 ? 4 : 0)) & 0xf;
+    return v >= 8 ? v - 16 : v;
+  };
+  CHECK(std::vector<int>{nib(0), nib(1), nib(2), nib(3), nib(4), nib(5), nib(6)} ==
+        std::vector<int>{7, -7, 2, 4, -2, 0, 7});
+  CHECK((static_cast<uint8_t>(packed[3]) >> 4) == 0);  // the unused nibble is zero
+  // Dequantize-add accumulates.
+  std::vector<float> out(7, 1.0f);
+  dequantize_add_int4_symmetric_reference(packed.data(), &inv, 7, 8, out.data());
+  CHECK(out == std::vector<float>{8, -6, 3, 5, -1, 1, 8});
+  // Unbiased: a block's largest positive and most negative values come back alike.
+  const std::vector<float> pm = {0.3f, -0.3f, 0.1f};
+  std::vector<int8_t> q2(2);
+  quantize_int4_symmetric_reference(pm.data(), 3, 3, q2.data(), &inv);
+  std::vector<float> back(3, 0.0f);
+  dequantize_add_int4_symmetric_reference(q2.data(), &inv, 3, 3, back.data());
+  CHECK(back[0] == -back[1]);
+}
+
+TEST_CASE("qgZ int4: each value within max / 14 of x, blocks of any size") {
+  std::mt19937 gen(5);
+  for (const int64_t numel : {int64_t{1}, int64_t{999}, int64_t{4096}, int64_t{10001}}) {
+    for (const int64_t block : {int64_t{1}, int64_t{7}, int64_t{512}}) {
+      std::vector<float> x(static_cast<size_t>(numel));
+      std::normal_distribution<float> dist(0.0f, 1e-3f);
+      for (auto& v : x) v = dist(gen);
+      const int64_t blocks = int4_block_count(numel, block);
+      std::vector<int8_t> packed(static_cast<size_t>(int4_packed_bytes(numel)));
+      std::vector<float> inv(static_cast<size_t>(blocks));
+      quantize_int4_symmetric_reference(x.data(), numel, block, packed.data(), inv.data());
+      std::vector<float> back(static_cast<size_t>(numel), 0.0f);
+      dequantize_add_int4_symmetric_reference(packed.data(), inv.data(), numel, block, back.data());
+      for (int64_t b = 0; b < blocks; ++b) {
+        float max = 0;
+        for (int64_t i = b * block; i < std::min(numel, (b + 1) * block); ++i)
+          max = std::max(max, std::fabs(x[static_cast<size_t>(i)]));
+        for (int64_t i = b * block; i < std::min(numel, (b + 1) * block); ++i) {
+          const float err = std::fabs(back[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]);
+          INFO(numel << " values, blocks of " << block << ", value " << i);
+          REQUIRE(err <= max / 14 * (1 + 1e-5f));
+        }
+      }
+    }
+  }
+}

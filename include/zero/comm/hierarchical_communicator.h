@@ -1,8 +1,8 @@
 // A data-parallel communicator whose large all-reduces, reduce-scatters and all-gathers run
-// hierarchically (within the host, across the hosts: host_topology.h), everything else on the
-// flat communicator. The hierarchical ones run in order on one thread of their own, so every rank
-// issues the node and cross-node groups' collectives in the same order; each returns a Work that
-// completes when its steps have.
+// hierarchically (within the host, across the hosts: host_topology.h), and with qgZ its
+// reduce-scatters quantized, everything else on the flat communicator. The hierarchical ones run in
+// order on one thread of their own, so every rank issues the node and cross-node groups'
+// collectives in the same order; each returns a Work that completes when its steps have.
 #pragma once
 
 #include <zero/comm/host_topology.h>
@@ -18,9 +18,11 @@ namespace zero {
 class HierarchicalCommunicator : public Communicator {
  public:
   // Collectives of at least `min_bytes` (the whole buffer) go hierarchical over `groups` (made
-  // from `flat`).
-  HierarchicalCommunicator(std::shared_ptr<Communicator> flat, HostGroups groups,
-                           int64_t min_bytes);
+  // from `flat`). quantized_block > 0 (ZeRO++ qgZ): every summing or averaging reduce-scatter of
+  // floating-point values, whatever its size, goes through quantized_hierarchical_reduce_scatter_v
+  // with blocks of that many values.
+  HierarchicalCommunicator(std::shared_ptr<Communicator> flat, HostGroups groups, int64_t min_bytes,
+                           int64_t quantized_block = 0);
   ~HierarchicalCommunicator() override;  // finishes the queued all-reduces, then stops
 
   int rank() const override { return flat_->rank(); }
@@ -44,7 +46,13 @@ class HierarchicalCommunicator : public Communicator {
     return flat_->new_group(ranks);
   }
 
+  // qgZ's reduce-scatter with `exact` (quantized_hierarchical_reduce_scatter_v) whatever
+  // quantized_block() says (> 0 needed).
+  WorkHandle quantized_reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                                        const std::vector<int64_t>& counts, ReduceOp op,
+                                        const at::Tensor& exact);
   const HostGroups& groups() const { return groups_; }
+  int64_t quantized_block() const { return quantized_block_; }  // 0: qgZ off
   // The communicators that record what runs (the flat one and the two groups).
   std::vector<Communicator*> members() const;
 
@@ -56,6 +64,7 @@ class HierarchicalCommunicator : public Communicator {
   std::shared_ptr<Communicator> flat_;
   HostGroups groups_;
   int64_t min_bytes_;
+  int64_t quantized_block_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::shared_ptr<Job>> queue_;

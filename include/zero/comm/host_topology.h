@@ -60,4 +60,19 @@ void hierarchical_reduce_scatter_v(const HostGroups& groups, const at::Tensor& i
 void hierarchical_all_gather_v(const HostGroups& groups, const at::Tensor& input,
                                at::Tensor& output, const std::vector<int64_t>& counts);
 
+// ZeRO++ qgZ: reduce-scatter_v's sum (kAvg: divided by the ranks after) through two all-to-alls
+// of int4 blocks (kernels/quantize.h; `block` values per fp32 scale): within the host, every local
+// rank l gets the segments of every host's local rank l from the others and adds them to its own;
+// across the hosts, each of those sums goes to its rank, which adds them to its own. A rank's own
+// part is never quantized; every other part once within the host and once across. Across H
+// hosts each sends (H - 1) / W of the buffer at half a byte a value (and 4 bytes a block) where
+// the reduce-scatter of hierarchical_reduce_scatter_v sends it at the dtype's width. Any numbers
+// of values and hosts (an odd count of either too); uniform hosts (or one). Blocking; CPU.
+// `exact` (bool, the input's numel, the same on every rank; undefined: none): values sent as
+// fp32, never quantized (DeepSpeed's qgZ reduce-scatters 1-dimensional tensors plainly).
+void quantized_hierarchical_reduce_scatter_v(const HostGroups& groups, const at::Tensor& input,
+                                             at::Tensor& output, const std::vector<int64_t>& counts,
+                                             ReduceOp op, int64_t block,
+                                             const at::Tensor& exact = {});
+
 }  // namespace zero
