@@ -21,10 +21,10 @@ struct QuantizedGather {
   int64_t blocks = 0;     // per rank's shard
 };
 
-// Quantizes `shard` (fp32, fp16 or bf16, on the CPU; numel a multiple of 8) in
+// Quantizes `shard` (fp32, fp16 or bf16, on the CPU or CUDA; numel a multiple of 8) in
 // kernels::qwz_group_count(numel) blocks and starts the two all-gathers into `out` (world x
-// shard numel, the shard's dtype). UsageError for a shard whose magnitude fp16 cannot hold (the
-// values DeepSpeed's quantizer reads are fp16).
+// shard numel, the shard's dtype). On the CPU, UsageError for a shard whose magnitude fp16 cannot
+// hold (the values DeepSpeed's quantizer reads are fp16).
 QuantizedGather start_quantized_gather(Communicator& comm, const at::Tensor& shard,
                                        const at::Tensor& out);
 // Waits for both all-gathers and writes the dequantized values into `out`.

@@ -14,6 +14,7 @@
 #include <zero/kernels/adam.h>
 #include <zero/kernels/cuda.h>
 #include <zero/kernels/math.h>
+#include <zero/kernels/quantize.h>
 
 #include "kernel_test_util.h"
 
@@ -262,4 +263,31 @@ TEST_CASE("CUDA multi-tensor sum of squares matches the reference", "[kernels][c
                                           workspace.as<double>(), nullptr);
     CHECK(download(out.as<double>(), 1)[0] == got);
   }
+}
+
+TEST_CASE("CUDA qwZ quantize and dequantize give the references' bits", "[kernels][cuda][qwz]") {
+  for (const int64_t numel : {int64_t{8}, int64_t{1024}, int64_t{16488}, int64_t{589824}}) {
+    const int64_t groups = qwz_group_count(numel);
+    INFO(numel << " elements in " << groups << " groups");
+    std::vector<uint16_t> x(static_cast<size_t>(numel));
+    const std::vector<float>& f = cached_floats(numel, 31);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_half16(f[i], Half16::kFp16);
+    std::vector<int8_t> q_ref(x.size());
+    std::vector<float> inv_ref(static_cast<size_t>(groups));
+    std::vector<uint16_t> out_ref(x.size());
+    quantize_int8_symmetric_reference(x.data(), numel, groups, q_ref.data(), inv_ref.data());
+    dequantize_int8_symmetric_reference(q_ref.data(), inv_ref.data(), numel, groups,
+                                        out_ref.data());
+    std::unique_ptr<DeviceBuffer> in = upload(x);
+    DeviceBuffer q(static_cast<size_t>(numel)), inv(static_cast<size_t>(groups) * sizeof(float));
+    DeviceBuffer out(static_cast<size_t>(numel) * 2);
+    cuda::launch_qwz_quantize(in->as<uint16_t>(), numel, groups, q.as<int8_t>(), inv.as<float>(),
+                              nullptr);
+    cuda::launch_qwz_dequantize(q.as<int8_t>(), inv.as<float>(), numel, groups, out.as<uint16_t>(),
+                                nullptr);
+    CHECK(download(q.as<int8_t>(), static_cast<size_t>(numel)) == q_ref);
+    CHECK(download(inv.as<float>(), static_cast<size_t>(groups)) == inv_ref);
+    CHECK(compare_bits(download(out.as<uint16_t>(), static_cast<size_t>(numel)), out_ref) == "");
+  }
+  check_cuda(cudaDeviceSynchronize(), "qwZ kernels");
 }

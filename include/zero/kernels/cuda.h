@@ -65,4 +65,11 @@ void launch_cast(const void* in, DType in_type, void* out, DType out_type, int64
 // data *= factor.
 void launch_scale(float* data, int64_t numel, float factor, cudaStream_t stream);
 
+// qwZ (quantize.h): quantize_int8_symmetric_reference and dequantize_int8_symmetric_reference on
+// the device, with their bits (one thread block per group).
+void launch_qwz_quantize(const uint16_t* in_fp16, int64_t numel, int64_t groups, int8_t* q,
+                         float* inv_scales, cudaStream_t stream);
+void launch_qwz_dequantize(const int8_t* q, const float* inv_scales, int64_t numel, int64_t groups,
+                           uint16_t* out_fp16, cudaStream_t stream);
+
 }  // namespace zero::kernels::cuda
