@@ -346,8 +346,9 @@ else
   # with the bundle's Catch2; kernels/cpu is the test's CPU reference.
   kflags=(-std=c++17 -O2 "${gencode[@]}" -DZERO_HAS_CUDA=1 -I"$ROOT/include" -I"$ROOT/tests"
     -I"$ROOT/tests/kernels" -I"$ROOT/tools" -I"$BUNDLE/include")
-  srcs=(kernels/cuda/adam.cu kernels/cuda/math.cu kernels/cpu/reference.cpp kernels/cpu/simd_kernels.cpp
-    kernels/cpu/parallel.cpp kernels/cpu/dispatch.cpp tests/kernels/cuda_kernels_test.cpp tests/catch_main.cpp
+  srcs=(kernels/cuda/adam.cu kernels/cuda/math.cu kernels/cuda/quantize.cu kernels/cpu/reference.cpp
+    kernels/cpu/simd_kernels.cpp kernels/cpu/parallel.cpp kernels/cpu/dispatch.cpp kernels/cpu/quantize.cpp
+    tests/kernels/cuda_kernels_test.cpp tests/catch_main.cpp
     benchmarks/kernels/cuda_adam_bench.cpp)
   t=$(date +%s)
   : >"$KDIR/build.log"
