@@ -124,7 +124,7 @@ struct Engine::Impl {
   double flops_per_sample = 0;           // the program's, forward + backward
   double measured_flops_per_sample = 0;  // the flops profiler's forward x (3 + recompute)
   std::vector<std::pair<std::string, std::string>> progress_fields;  // the program's
-  std::string zeropp;  // the ZeRO++ features in effect ("hpZ 2, qwZ"); empty: none
+  std::string zeropp;      // the ZeRO++ features in effect ("hpZ 2, qwZ"); empty: none
   at::Tensor window_loss;  // rank 0: this step's sum of loss / accumulation (on its device)
   double last_loss = 0;    // rank 0: the last step's window loss, when read
   int64_t interval_start_step = 0;

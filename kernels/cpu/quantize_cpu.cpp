@@ -71,60 +71,60 @@ bool use_avx2(int64_t size) {
 #endif
 }
 
-// fn(first_group, end_group) over the groups, split by elements over the kernels' threads: a
-// block [begin, end) of elements takes the groups that start in it.
-template <class Fn>
-void for_groups(int64_t numel, int64_t groups, Fn&& fn) {
-  const int64_t size = numel / groups;
-  detail::parallel_for(numel, cpu_threads(), [&](int, int64_t begin, int64_t end) {
-    const int64_t first = (begin + size - 1) / size, last = (end + size - 1) / size;
-    if (first < last) fn(first, last);
-  });
-}
-
 void check_groups(int64_t numel, int64_t groups) {
   ZERO_CHECK(groups > 0 && numel % groups == 0, UsageError, "qwZ: ", numel, " elements in ", groups,
              " groups");
+}
+
+// Every group of numel / groups values, split by elements over the kernels' threads (a block
+// [begin, end) of elements takes the groups that start in it): vector(g, size) for each group where
+// AVX2 may run, else reference(first, last, size) over a thread's run of groups.
+template <class Vector, class Reference>
+void for_groups(int64_t numel, int64_t groups, Vector&& vector, Reference&& reference) {
+  check_groups(numel, groups);
+  const int64_t size = numel / groups;
+  const bool vec = use_avx2(size);
+  detail::parallel_for(numel, cpu_threads(), [&](int, int64_t begin, int64_t end) {
+    const int64_t first = (begin + size - 1) / size, last = (end + size - 1) / size;
+    if (first >= last) return;
+    if (vec)
+      for (int64_t g = first; g < last; ++g) vector(g, size);
+    else
+      reference(first, last, size);
+  });
 }
 
 }  // namespace
 
 void quantize_int8_symmetric_cpu(const uint16_t* in_fp16, int64_t numel, int64_t groups, int8_t* q,
                                  float* inv_scales) {
-  check_groups(numel, groups);
-  const int64_t size = numel / groups;
-  const bool vec = use_avx2(size);
-  for_groups(numel, groups, [&](int64_t first, int64_t last) {
+  for_groups(
+      numel, groups,
+      [&](int64_t g, int64_t size) {
 #if ZERO_SIMD_X86
-    if (vec) {
-      for (int64_t g = first; g < last; ++g)
         quantize_group_avx2(in_fp16 + g * size, size, q + g * size, inv_scales + g);
-      return;
-    }
 #endif
-    (void)vec;
-    quantize_int8_symmetric_reference(in_fp16 + first * size, (last - first) * size, last - first,
-                                      q + first * size, inv_scales + first);
-  });
+      },
+      [&](int64_t first, int64_t last, int64_t size) {
+        quantize_int8_symmetric_reference(in_fp16 + first * size, (last - first) * size,
+                                          last - first, q + first * size, inv_scales + first);
+      });
 }
 
 void dequantize_int8_symmetric_cpu(const int8_t* q, const float* inv_scales, int64_t numel,
                                    int64_t groups, uint16_t* out_fp16) {
-  check_groups(numel, groups);
-  const int64_t size = numel / groups;
-  const bool vec = use_avx2(size);
-  for_groups(numel, groups, [&](int64_t first, int64_t last) {
+  for_groups(
+      numel, groups,
+      [&](int64_t g, int64_t size) {
 #if ZERO_SIMD_X86
-    if (vec) {
-      for (int64_t g = first; g < last; ++g)
         dequantize_group_avx2(q + g * size, inv_scales[g], size, out_fp16 + g * size);
-      return;
-    }
 #endif
-    (void)vec;
-    dequantize_int8_symmetric_reference(q + first * size, inv_scales + first, (last - first) * size,
-                                        last - first, out_fp16 + first * size);
-  });
+      },
+      [&](int64_t first, int64_t last, int64_t size) {
+        dequantize_int8_symmetric_reference(q + first * size, inv_scales + first,
+                                            (last - first) * size, last - first,
+                                            out_fp16 + first * size);
+      });
 }
 
 }  // namespace zero::kernels
