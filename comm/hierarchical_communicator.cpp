@@ -16,10 +16,12 @@ struct HierarchicalCommunicator::Job {
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Communicator> flat,
                                                    HostGroups groups, int64_t min_bytes,
-                                                   int64_t quantized_block)
+                                                   int64_t quantized_block,
+                                                   int64_t gather_min_bytes)
     : flat_(std::move(flat)),
       groups_(std::move(groups)),
       min_bytes_(min_bytes),
+      gather_min_bytes_(gather_min_bytes >= 0 ? gather_min_bytes : min_bytes),
       quantized_block_(quantized_block) {
   worker_ = std::thread([this] { run(); });
 }
@@ -83,7 +85,7 @@ WorkHandle HierarchicalCommunicator::reduce_scatter(const at::Tensor& input, at:
 
 WorkHandle HierarchicalCommunicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
                                                   const std::vector<int64_t>& counts) {
-  if (static_cast<int64_t>(output.nbytes()) < min_bytes_)
+  if (static_cast<int64_t>(output.nbytes()) < gather_min_bytes_)
     return flat_->all_gather_v(input, output, counts);
   return enqueue([this, input, output, counts]() mutable {
     hierarchical_all_gather_v(groups_, input, output, counts);

@@ -117,6 +117,7 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   out["zero_quantized_nontrainable_weights"] = z.zero_quantized_nontrainable_weights;
   out["zero_quantized_gradients"] = z.zero_quantized_gradients;
   out["mics_shard_size"] = z.mics_shard_size;
+  out["mics_hierarchical_params_gather"] = z.mics_hierarchical_params_gather;
   return out;
 }
 

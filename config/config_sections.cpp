@@ -233,8 +233,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
   s.read("zero_quantized_nontrainable_weights", z.zero_quantized_nontrainable_weights);
   s.read("zero_quantized_gradients", z.zero_quantized_gradients);
   s.read("mics_shard_size", z.mics_shard_size, -1, INT64_MAX);
-  read_fixed(s, "mics_hierarchical_params_gather", false, Otherwise::kNoEffect,
-             "MiCS sharding is not implemented (see mics_shard_size)");
+  s.read("mics_hierarchical_params_gather", z.mics_hierarchical_params_gather);
   read_fixed(s, "memory_efficient_linear", true, Otherwise::kNoEffect,
              "it selects DeepSpeed's stage 3 replacement of Python linear layers; this engine "
              "replaces none of the model's modules, and the gradients are the same");
@@ -368,9 +367,21 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
              "no effect at stage " + std::to_string(z.stage) +
                  ": hpZ keeps a secondary copy of the partitioned parameters of stage 3");
   }
-  if (z.mics_shard_size > 0) {
+  if (z.mics_shard_size > 0 && z.stage != 3) {
     ctx.warn(s.child("mics_shard_size"),
-             "ignored: MiCS sharding is not implemented; ZeRO shards over all ranks");
+             "no effect at stage " + std::to_string(z.stage) +
+                 ": MiCS shards stage 3's parameters within groups of ranks");
+  }
+  if (z.mics_hierarchical_params_gather && (z.stage != 3 || z.mics_shard_size <= 0)) {
+    ctx.warn(s.child("mics_hierarchical_params_gather"),
+             z.stage != 3 ? "no effect at stage " + std::to_string(z.stage) +
+                                ": it gathers MiCS's stage 3 parameters"
+                          : std::string("no effect without mics_shard_size > 0"));
+  }
+  if (z.stage == 3 && z.mics_shard_size > 0 && z.zero_hpz_partition_size > 1) {
+    ctx.error(s.child("zero_hpz_partition_size"),
+              "hpZ with MiCS (mics_shard_size " + std::to_string(z.mics_shard_size) +
+                  "): MiCS already keeps every gather within its shard group; use one of them");
   }
   if (z.offload_optimizer.ratio < 1.0 && z.stage != 3) {
     ctx.error(s.child("offload_optimizer.ratio"),

@@ -46,6 +46,9 @@ FlatStage::FlatStage(const StageOptions& options, std::vector<at::Tensor> params
   rank_ = comm_->rank();
   world_ = comm_->world_size();
   ZERO_ASSERT(world_ == layout_.world_size(), "layout world size ", layout_.world_size());
+  ZERO_ASSERT(!options_.replica_group ||
+                  (reduction_ == GradReduction::kReduceScatter && !options_.defer_reduction),
+              "replica groups need reduce-scattered gradients reduced during backward");
   ZERO_CHECK(options_.predivide_factor > 0, ConfigError,
              "gradient_predivide_factor must be > 0, got ", options_.predivide_factor);
   // DeepSpeed's split of the average: prescale divides by the world size before the sum;
@@ -103,6 +106,8 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
           b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
         }
       }
+      // MiCS: the first shard group's values into every group, then within each group.
+      if (options_.replica_group) options_.replica_group->broadcast(b.flat, 0)->wait();
       if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
     }
     for (int pi : g.params) {
@@ -116,6 +121,8 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
     if (b.sharded_params) {
       b.param_shard = presharded ? param_shards[gi].to(device)
                                  : b.flat.narrow(0, shard.begin, shard.numel()).clone();
+      if (presharded && options_.replica_group)
+        options_.replica_group->broadcast(b.param_shard, 0)->wait();
       if (presharded) free_storage(b.flat);
       compute_shard = b.param_shard;
     } else {
@@ -458,7 +465,8 @@ ShardRange FlatStage::bucket_in_shard(int bucket) const {
 }
 
 void FlatStage::notify_grad_ready(int bucket) {
-  if (!grad_ready_ || !boundary_backward_) return;
+  // MiCS: a shard is final only after the replicas' average (reduce_over_replicas).
+  if (!grad_ready_ || !boundary_backward_ || options_.replica_group) return;
   const ShardRange r = bucket_in_shard(bucket);
   if (!r.empty()) grad_ready_(layout_.buckets()[bucket].group, r.begin, r.numel());
 }
@@ -491,14 +499,27 @@ void FlatStage::launch_remaining() {
 }
 
 void FlatStage::report_unbucketed() {
-  if (!grad_ready_) return;
+  if (!grad_ready_ || options_.replica_group) return;  // reduce_over_replicas reported all
   for (size_t g = 0; g < unbucketed_.size(); ++g)
     for (const ShardRange& r : unbucketed_[g]) grad_ready_(static_cast<int>(g), r.begin, r.numel());
+}
+
+void FlatStage::reduce_over_replicas() {
+  std::vector<WorkHandle> works;
+  for (GroupBuffers& b : groups_)
+    if (b.grad_shard.numel() > 0)
+      works.push_back(options_.replica_group->all_reduce(b.grad_shard, ReduceOp::kAvg));
+  for (WorkHandle& w : works) w->wait();
+  if (!grad_ready_) return;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].grad_shard.numel() > 0)
+      grad_ready_(static_cast<int>(g), 0, groups_[g].grad_shard.numel());
 }
 
 void FlatStage::finish_backward() {
   if (reduce_now_) launch_remaining();
   while (!pending_.empty()) finish_pending();
+  if (reduce_now_ && boundary_backward_ && options_.replica_group) reduce_over_replicas();
   if (reduce_now_ && boundary_backward_) report_unbucketed();
   in_backward_ = false;
   if (boundary_backward_) implicit_begun_ = 0;

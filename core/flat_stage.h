@@ -121,6 +121,9 @@ class FlatStage : public Stage {
   void finish_pending_holding_gradients();       // until no autograd gradient is in flight
   ShardRange bucket_in_shard(int bucket) const;  // the part of a bucket in this rank's shard
   void notify_grad_ready(int bucket);
+  // MiCS, at an accumulation boundary: averages every gradient shard over the replica group,
+  // then reports each shard whole to grad_ready.
+  void reduce_over_replicas();
   void find_unbucketed();
 
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -237,9 +237,19 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   impl->split_dims = detail::check_tensor_parallel(*model, grid);
   const detail::SplitDims& split = impl->split_dims;
   impl->data = grid ? grid->data_group() : comm;
+  const ZeroOptimizationConfig& zc = parsed.config.zero_optimization;
+  // Checked on every rank alike, before the groups are made.
+  ZERO_CHECK(zc.stage != 3 || zc.mics_shard_size <= 0 ||
+                 (!grid || (grid->tensor_size() == 1 && grid->pipeline_size() == 1)),
+             UsageError, "initialize: MiCS (zero_optimization.mics_shard_size ", zc.mics_shard_size,
+             ") with ", grid ? grid->to_string() : std::string(),
+             ": MiCS shards plain data parallelism only so far; drop mics_shard_size, or the "
+             "tensor and pipeline parallelism");
+  const detail::MicsGroups mics = detail::mics_groups(parsed.config, impl->data);
+  impl->replicas = mics.replicas;
   impl->reducing = detail::reducing_communicator(
-      impl->data, parsed.config.zero_optimization.stage == 3 &&
-                      parsed.config.zero_optimization.zero_quantized_gradients);
+      mics.shard, comm->rank() == 0, zc.stage == 3 && zc.zero_quantized_gradients,
+      zc.stage == 3 && zc.mics_shard_size > 0 && zc.mics_hierarchical_params_gather);
   impl->tensor = grid ? grid->tensor_group() : nullptr;
   impl->tensor_rank = grid ? grid->tensor_rank() : 0;
   impl->tensor_size = grid ? grid->tensor_size() : 1;
@@ -392,6 +402,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
 
   StageOptions sopts = stage_options(config);
   sopts.defer_reduction = impl->pipeline != nullptr;
+  sopts.replica_group = impl->replicas;
   std::vector<ParamSpec> specs;
   for (auto it = ordered.rbegin(); it != ordered.rend(); ++it) {
     ParamSpec spec;
@@ -573,6 +584,7 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
       continue;
     if (stage->layout().groups()[sh.group].tied_copy) continue;  // its tie's first stage counts it
     if ((tensor_size > 1 || pipeline_size > 1) && replicated && data->rank() != 0) continue;
+    if (replicas && replicas->rank() != 0) continue;  // MiCS: the first shard group counts it
     const bool cpu = g.is_cpu() && g.is_contiguous();
     if (cpu && g.scalar_type() == at::kFloat) {
       host_sum += kernels::sum_squares_cpu(g.data_ptr<float>(), g.numel());

@@ -73,8 +73,14 @@ struct Engine::Impl {
   std::shared_ptr<Communicator> comm;  // the world: rank-0 prints, agreement, file identity
   // The data-parallel group ZeRO shards over: comm itself without tensor parallelism.
   std::shared_ptr<Communicator> data;
-  // What the stage reduces over: `data`, or its hierarchical wrapper across hosts.
+  // What the stage reduces over: `data` (with MiCS its shard group), or its hierarchical
+  // wrapper across hosts.
   std::shared_ptr<Communicator> reducing;
+  // MiCS: the ranks holding this rank's shards in the other shard groups (null without MiCS).
+  std::shared_ptr<Communicator> replicas;
+  // This rank's shard of the layout: its data rank, or with MiCS its place in its shard group
+  // (data ranks 0 .. shard size - 1, the first replica, save the shards).
+  int shard_rank() const { return data->rank() % stage->layout().world_size(); }
   int tensor_rank = 0, tensor_size = 1;  // this rank in the tensor-parallel group
   std::shared_ptr<Communicator> tensor;  // the tensor-parallel group (null without a grid)
   // Pipelines: the model, its stage's group (null without stages) and their number.

@@ -54,12 +54,13 @@ void Init::setup(const Config& c, const ParallelGrid* grid) {
   ZERO_CHECK(!grid || grid->tensor_size() == c.tensor_parallel_size, ConfigError,
              "zero::Init: the config's tensor_parallel.autotp_size is ", c.tensor_parallel_size,
              " but the grid has ", grid ? grid->to_string() : "");
-  // ZeRO shards over the data-parallel ranks only.
-  rank_ = grid ? grid->data_rank() : env.rank;
-  world_ = grid ? grid->data_size() : env.world_size;
+  // ZeRO shards over the data-parallel ranks only (MiCS: over this rank's shard group of them).
+  const int data_world = grid ? grid->data_size() : env.world_size;
+  world_ = detail::shard_world(c, data_world);
+  rank_ = (grid ? grid->data_rank() : env.rank) % world_;
   dtype_ = c.fp16.enabled ? at::kHalf : c.bf16.enabled ? at::kBFloat16 : at::kFloat;
   persistence_threshold_numel_ = c.zero_optimization.stage3_param_persistence_threshold;
-  layout_options_ = detail::layout_options(c, world_);
+  layout_options_ = detail::layout_options(c, data_world);
   g_active = this;
 }
 

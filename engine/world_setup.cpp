@@ -47,7 +47,8 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
 }
 
 std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data,
-                                                    bool quantized_gradients) {
+                                                    bool lead, bool quantized_gradients,
+                                                    bool hierarchical_gathers) {
   const char* env = std::getenv("ZERO_HIERARCHICAL_ALLREDUCE");
   const std::string mode = env && *env ? env : "auto";
   ZERO_CHECK(mode == "auto" || mode == "on" || mode == "off", UsageError,
@@ -55,9 +56,9 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
   ZERO_CHECK(!quantized_gradients || data->backend() == Backend::kGloo, UsageError,
              "zero_optimization.zero_quantized_gradients: qgZ's int4 kernels run on the CPU only "
              "so far; train on the CPU (Gloo), or turn qgZ off for a model on CUDA");
-  if (data->world_size() == 1 || (mode == "off" && !quantized_gradients)) return data;
+  const bool asked = quantized_gradients || hierarchical_gathers;
+  if (data->world_size() == 1 || (mode == "off" && !asked)) return data;
   const HostTopology hosts = discover_hosts(*data);
-  const bool lead = data->rank() == 0;
   const bool qgz = quantized_gradients && hosts.uniform() && hosts.num_hosts() > 1;
   if (quantized_gradients && !qgz && lead)
     spdlog::warn(
@@ -65,29 +66,90 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
         "hosts holding as many ranks each; gradients are reduce-scattered exactly",
         hosts.to_string());
   const int local = static_cast<int>(hosts.ranks_on(0).size());
+  const bool spans = hosts.uniform() && local > 1 && hosts.num_hosts() > 1;
+  const bool gathers = hierarchical_gathers && spans;
+  if (hierarchical_gathers && !gathers && lead)
+    spdlog::warn(
+        "[rank 0] mics_hierarchical_params_gather has no effect: the shard group lies on {}; it "
+        "splits gathers over several hosts with as many ranks each (more than one)",
+        hosts.to_string());
   const bool hierarchical =
       mode != "off" && hosts.uniform() && local > 1 && (mode == "on" || hosts.num_hosts() > 1);
-  if (!hierarchical && !qgz) return data;
-  // qgZ alone (the variable off): only its reduce-scatters leave the flat communicator.
+  if (!hierarchical && !qgz && !gathers) return data;
+  // qgZ or MiCS's gathers alone (the variable off): only those leave the flat communicator.
   const int64_t min_bytes = !hierarchical ? INT64_MAX : mode == "on" ? 0 : int64_t{64} << 10;
   if (lead && hierarchical)
     spdlog::info(
         "[rank 0] data group on {}: all-reduces, reduce-scatters and all-gathers of {} run "
         "hierarchically (within each host and across hosts)",
         hosts.to_string(), min_bytes ? "64 KiB or more" : "every size");
+  if (lead && gathers)
+    spdlog::info(
+        "[rank 0] MiCS: parameter all-gathers of every size run hierarchically over the shard "
+        "group's {}",
+        hosts.to_string());
   if (lead && qgz)
     spdlog::info(
         "[rank 0] qgZ: gradients reduce-scattered in int4 blocks of {} values, all-to-all within "
         "each host and across the {}",
         kQgzBlockNumel, hosts.to_string());
   return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts), min_bytes,
-                                                    qgz ? kQgzBlockNumel : 0);
+                                                    qgz ? kQgzBlockNumel : 0, gathers ? 0 : -1);
+}
+
+int shard_world(const Config& config, int data_world) {
+  const ZeroOptimizationConfig& z = config.zero_optimization;
+  if (z.stage != 3 || z.mics_shard_size <= 0) return data_world;
+  ZERO_CHECK(z.mics_shard_size <= data_world && data_world % z.mics_shard_size == 0, ConfigError,
+             "zero_optimization.mics_shard_size ", z.mics_shard_size,
+             " does not divide the data-parallel group's ", data_world,
+             " ranks; use the ranks per host, or another divisor of ", data_world);
+  return static_cast<int>(z.mics_shard_size);
+}
+
+MicsGroups mics_groups(const Config& config, const std::shared_ptr<Communicator>& data) {
+  const int world = data->world_size();
+  const int size = shard_world(config, world);
+  if (size == world) {
+    if (size > 1 && config.zero_optimization.stage == 3 && data->rank() == 0)
+      spdlog::info("[rank 0] MiCS: one shard group of all {} data-parallel ranks: plain stage 3",
+                   size);
+    return {data, nullptr};
+  }
+  MicsGroups mine;
+  for (int first = 0; first < world; first += size) {
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = first + i;
+    if (auto group = data->new_group(ranks)) mine.shard = group;
+  }
+  for (int i = 0; i < size; ++i) {
+    std::vector<int> ranks;
+    for (int r = i; r < world; r += size) ranks.push_back(r);
+    if (auto group = data->new_group(ranks)) mine.replicas = group;
+  }
+  ZERO_ASSERT(mine.shard && mine.replicas, "rank ", data->rank(), " in no MiCS group");
+  const HostTopology hosts = discover_hosts(*data);  // collective
+  if (data->rank() == 0) {
+    std::string spanning;
+    for (int first = 0; first < world; first += size)
+      if (hosts.host_of[static_cast<size_t>(first)] !=
+          hosts.host_of[static_cast<size_t>(first + size - 1)])
+        spanning += str(spanning.empty() ? "" : " ", "[", first, "..", first + size - 1, "]");
+    spdlog::info(
+        "[rank 0] MiCS: parameters, gradients and optimizer states sharded within {} groups of "
+        "{} consecutive ranks{}, replicated across them (gradients averaged over {} replicas at "
+        "each accumulation boundary)",
+        world / size, size,
+        spanning.empty() ? " (each within a host)" : str(" (", spanning, " span hosts)"),
+        world / size);
+  }
+  return mine;
 }
 
 LayoutOptions layout_options(const Config& config, int data_world) {
   const ZeroOptimizationConfig& z = config.zero_optimization;
   LayoutOptions o;
-  o.world_size = data_world;
+  o.world_size = shard_world(config, data_world);
   o.align_bytes = StageOptions{}.align_bytes;
   o.bucket_numel = z.reduce_bucket_size;
   // qwZ quantizes each shard in blocks of a multiple of 8 elements (DeepSpeed's kernel).

@@ -41,11 +41,29 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
 // different sizes, a warning that it has no effect (DeepSpeed's qgZ also reduce-scatters plainly
 // on one node).
 constexpr int64_t kQgzBlockNumel = 256;
+// hierarchical_gathers (MiCS's mics_hierarchical_params_gather): all-gathers of every size run
+// hierarchically where `data` spans uniform hosts of several ranks each (a warning that it has no
+// effect otherwise), whatever the variable says.
+// `lead`: this rank says what it chose (the world's rank 0).
 std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Communicator>& data,
-                                                    bool quantized_gradients = false);
+                                                    bool lead, bool quantized_gradients = false,
+                                                    bool hierarchical_gathers = false);
 
-// How the config lays out the flat buffers over `data_world` ranks (the engine's layout, and the
-// shards zero::Init makes, which must match it).
+// The ranks ZeRO shards over: the data group's, or with MiCS at stage 3 (mics_shard_size > 0)
+// that many. ConfigError when the size does not divide the data group.
+int shard_world(const Config& config, int data_world);
+
+// MiCS's groups, as DeepSpeed's create_mics_comm_groups makes them: shard groups of
+// shard_world() consecutive data ranks, and replica groups of the ranks at the same place in each
+// shard group; this rank's. Without MiCS: {data, null}. Collective over `data`.
+struct MicsGroups {
+  std::shared_ptr<Communicator> shard;
+  std::shared_ptr<Communicator> replicas;
+};
+MicsGroups mics_groups(const Config& config, const std::shared_ptr<Communicator>& data);
+
+// How the config lays out the flat buffers of a data group of `data_world` ranks (over
+// shard_world() of them: the engine's layout, and the shards zero::Init makes, which must match).
 LayoutOptions layout_options(const Config& config, int data_world);
 
 // hpZ's secondary group (zero_hpz_partition_size): `data`'s ranks in consecutive groups of

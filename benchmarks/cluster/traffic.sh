@@ -20,12 +20,16 @@
 #       reduce-scatters the gradients through all-to-alls within each host, then across: (H - 1)
 #       x P values cross the links at half a byte each, with an fp32 scale per 256 and the V
 #       values of 1-dimensional parameters (biases, norms) in fp32: (H - 1) (P / 2 + P / 64 + 4 V)
-#       bytes in place of the reduce-scatter's pass.
+#       bytes in place of the reduce-scatter's pass;
+#   MiCS (mics_shard_size 2, the ranks of a host): every gather and reduce-scatter stays within
+#       its host; what crosses is the average of each gradient shard (P / 2 values) over the
+#       R = W / 2 replicas at the step, a ring all-reduce over R hosts: each rank sends
+#       2 (R - 1) / R x 4 bytes x P / 2, so 2 (R - 1) x 4 bytes x P over all W ranks.
 # With hierarchical collectives (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default across hosts:
 # within the host, then across) each pass sends (H - 1) x 4 bytes x parameters across H hosts
 # instead of the ring's H x (W - 1) / W x 4 bytes x parameters (2 N against 3 N at 2 x 2 for f = 2).
 # CASES lists STAGE:MODE[:ZEROPP] items, MODE off (flat rings) or auto (hierarchical), ZEROPP
-# features of hpz, qwz, qgz joined by + (stage 3 only).
+# features of hpz, qwz, qgz joined by +, or mics (stage 3 only).
 # Root only (exits 77 otherwise, as the cluster script does). Environment: BUILD_DIR (build),
 # RATES ("1000 200"), CASES ("0:off 0:auto ... 3:off 3:auto"), STEPS_A (2), STEPS_B (6),
 # SHAPE (gpt_train shape flags, default "--n-layer 4 --d-model 256 --n-head 8 --context 64").
@@ -54,6 +58,7 @@ zeropp_flags() {
       hpz) echo "--set zero_optimization.zero_hpz_partition_size=2" ;;
       qwz) echo "--set zero_optimization.zero_quantized_weights=true" ;;
       qgz) echo "--set zero_optimization.zero_quantized_gradients=true" ;;
+      mics) echo "--set zero_optimization.mics_shard_size=2" ;;
       *) echo "traffic.sh: unknown ZeRO++ feature '$feature'" >&2; exit 2 ;;
     esac
   done
@@ -98,18 +103,20 @@ rate, stage, mode, a, b, sa, sb, params, ms, zeropp, vectors = sys.argv[1:]
 per_step = (int(b) - int(a)) / (int(sb) - int(sa))
 w, h, n = 4, 2, 4 * int(params)
 passes = {"0": 2, "1": 3, "2": 2, "3": 3}[stage]  # an all-reduce is 2
-reduce_scatter = None
+extra = 0  # bytes outside the passes
 if stage == "3" and zeropp:
     features = zeropp.split("+")
     forward = 0.25 if "qwz" in features else 1  # int8 instead of fp32
     backward = 0 if "hpz" in features else forward  # hpZ: within the host
     passes = forward + backward + 1  # and the reduce-scatter
-    if "qgz" in features:
+    if "mics" in features:  # only the replicas' all-reduce of the gradient shards crosses
+        passes, extra = 0, 2 * (w // 2 - 1) * n
+    elif "qgz" in features:
         passes -= 1
         p, v = int(params), int(vectors)
-        reduce_scatter = (h - 1) * (p / 2 + p / 64 + 4 * v)
+        extra = (h - 1) * (p / 2 + p / 64 + 4 * v)
 per_pass = (h - 1) * n if mode == "auto" else h * (w - 1) / w * n
-formula = passes * per_pass + (reduce_scatter or 0)
+formula = passes * per_pass + extra
 ratio = per_step / formula
 print(f"| {rate} | {stage} | {'hierarchical' if mode == 'auto' else 'ring'} | {zeropp or '-'} | {per_step / 1e6:.2f} | "
       f"{formula / 1e6:.2f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.1 else 'no'} | {float(ms):.1f} |")

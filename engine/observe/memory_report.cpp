@@ -28,6 +28,9 @@ std::string MemoryReport::to_string() const {
       << mb(comm_buffers_bytes) << ", gathered " << mb(gathered_params_bytes) << " (peak "
       << mb(peak_gathered_params_bytes) << ")";
   if (!zeropp.empty()) out << ", ZeRO++: " << zeropp;
+  if (mics_shard_size > 0)
+    out << ", MiCS: shard groups of " << mics_shard_size << " ranks x " << mics_replicas
+        << " replicas";
   if (secondary_gathers > 0 || secondary_params_bytes > 0)
     out << ", hpZ secondary " << mb(secondary_params_bytes) << " (" << secondary_gathers
         << " gathers within the group)";
@@ -69,6 +72,10 @@ MemoryReport Engine::Impl::memory_report() const {
   r.secondary_gathers = m.secondary_gathers;
   r.secondary_params_bytes = m.secondary_params_bytes;
   r.zeropp = zeropp;
+  if (replicas) {
+    r.mics_shard_size = stage->layout().world_size();
+    r.mics_replicas = replicas->world_size();
+  }
   const ActivationCheckpointStats a = activations->stats();
   r.activation_checkpoint_bytes = a.live_bytes;
   r.peak_activation_checkpoint_bytes = a.peak_live_bytes;

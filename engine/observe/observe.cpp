@@ -214,6 +214,8 @@ void Engine::Impl::report_progress() {
   if (tensor_size > 1)  // the figures are rank 0's, which holds 1/tp of each split matrix
     line += detail::str(", grid=tp", tensor_size, "xdp", data->world_size());
   if (!zeropp.empty()) line += ", zero++=[" + zeropp + "]";
+  if (m.mics_shard_size > 0)
+    line += detail::str(", mics=", m.mics_shard_size, "x", m.mics_replicas);
   for (const auto& [name, value] : progress_fields) line += ", " + name + "=" + value;
   spdlog::info("[rank 0] {}", line);
   if (config.activation_checkpointing.profile)

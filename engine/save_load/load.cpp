@@ -247,11 +247,12 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const bool read_params = read_full_parameters(s, device);
   detail::agree(s, "reading " + *dir, device, [&] {
     detail::StateReader into(*reader);
-    // The layout shards over the data group: this rank's place in it.
-    const int data_rank = s.data->rank();
-    const std::vector<StatePiece> pieces = detail::held_pieces(s.stage->layout(), stage, data_rank);
+    // The layout shards over the data group (MiCS: its shard group): this rank's place in it.
+    const int shard_rank = s.shard_rank();
+    const std::vector<StatePiece> pieces =
+        detail::held_pieces(s.stage->layout(), stage, shard_rank);
     const std::vector<detail::ParamPart> rest =
-        read_params ? detail::unheld_parts(s.stage->layout(), data_rank)
+        read_params ? detail::unheld_parts(s.stage->layout(), shard_rank)
                     : std::vector<detail::ParamPart>{};
     int64_t total = 0;
     for (const StatePiece& p : pieces)

@@ -185,7 +185,7 @@ void load_through_engine(Engine::Impl& s, std::vector<Target>& targets, const We
   int cached = -1;  // pieces come parameter by parameter: read each one once
   at::Tensor value;
   for (const detail::StatePiece& p :
-       detail::held_pieces(s.stage->layout(), s.stage->stage(), s.data->rank())) {
+       detail::held_pieces(s.stage->layout(), s.stage->stage(), s.shard_rank())) {
     const Target* t = by_tensor.at(s.params[p.param].unsafeGetTensorImpl());
     if (!t->entry) continue;  // missing (strict=false): keeps its value
     if (p.param != cached) {

@@ -37,6 +37,8 @@ std::vector<StatePiece> saved_pieces(const FlatLayout& layout, int stage, int ra
 std::vector<StatePiece> saved_pieces(const Engine::Impl& s, int data_rank, int tensor_rank) {
   std::vector<StatePiece> out;
   const FlatLayout& layout = s.stage->layout();
+  // MiCS: the data ranks past the first shard group hold copies of its shards.
+  if (data_rank >= layout.world_size()) return out;
   for (const StatePiece& p : saved_pieces(layout, s.stage->stage(), data_rank))
     // A tied copy is saved by its tie's first stage, under the same name.
     if ((tensor_rank == 0 || split_of(s, p.param)) &&

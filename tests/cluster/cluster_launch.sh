@@ -10,7 +10,7 @@
 # hierarchical all-reduce equals the flat one there and sends 2/3 of its bytes across hosts.
 # ZeRO++'s hpZ (a secondary copy of the parameters within each host) is bitwise plain stage 3 on
 # 2 x 2; qgZ (int4 gradients, all-to-all within the host and across) trains near it on 2 x 2 and
-# on 3 hosts x 1.
+# on 3 hosts x 1; MiCS (a shard group per host) trains near it on 2 x 2.
 # usage: cluster_launch.sh ZERORUN RDZV_PROG RANK_PROG ENGINE_WORKER COMM_WORKER MASTER_PORT
 #        ZEROPP_WORKER
 set -u
@@ -116,6 +116,13 @@ for layout in two_by_two three_by_one; do
     { cat "$tmp/out"; fail "qgZ suite on $layout"; }
   echo "qgZ suite on $layout: passed"
 done
+# MiCS across the hosts: a shard group per host, its replica on the other; a group of all 4
+# spanning both, with hierarchical gathers (the suite's checkpoints on the shared file system).
+mkdir -p "$tmp/mics"
+GLOO_SOCKET_IFNAME=eth0 run "$tmp/two_by_two" --no_local_rank env ZERO_TEST_CKPT_DIR="$tmp/mics" \
+  "$ZEROPP_WORKER" --suite mics || { cat "$tmp/out"; fail "MiCS suite on two_by_two"; }
+grep -q "suite mics: all checks passed" "$tmp/out" || { cat "$tmp/out"; fail "MiCS on two_by_two"; }
+echo "MiCS suite on two_by_two: passed"
 
 # 5. A job whose ranks wait until killed; every process of host 1 (its sshd too) is killed.
 alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$s" ] && [[ $s != Z* ]]; }

@@ -1,15 +1,17 @@
-// ZeRO++ against plain stage 3 on 2-4 ranks (started by zerorun): `--suite hpz` trains each case
-// with zero_hpz_partition_size and without, and wants the same bits (hpZ moves the same values:
-// a secondary copy of the parameters within a group of ranks that later gathers read); `--suite
-// qwz` trains each case with zero_quantized_weights, near stage 3 but not equal to it, and equal
-// bit for bit with hpZ on top (the backward then reads the forward's dequantized values, which a
-// quantized gather of the same shards reproduces).
+// ZeRO++ and MiCS against plain stage 3 on 2-4 ranks (started by zerorun): `--suite hpz` trains
+// each case with zero_hpz_partition_size and without, and wants the same bits (hpZ moves the same
+// values: a secondary copy of the parameters within a group of ranks that later gathers read);
+// `--suite qwz` trains each case with zero_quantized_weights, near stage 3 but not equal to it, and
+// equal bit for bit with hpZ on top (the backward then reads the forward's dequantized values,
+// which a quantized gather of the same shards reproduces).
 #include "worker_util.h"
 
 #include <zero/comm/host_topology.h>
 #include <zero/engine/engine.h>
+#include <zero/engine/init.h>
 
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,16 +26,12 @@ struct Trained {
   MemoryReport memory;
 };
 
-// `peek`: full_parameters() after every step as well (its exact gathers must leave training as
-// it was).
-Trained train_case(const std::shared_ptr<Communicator>& comm, const Case& c,
-                   const std::string& extra_zero, bool peek = false) {
-  const int world = comm->world_size(), rank = comm->rank();
-  Net net(42, 2, /*wrap=*/true, c.reuse_block);
-  Engine engine = initialize(net.ptr(), parse(config_json(c, world, extra_zero), world), comm);
-  // train()'s loop, with the inputs in the parameters' dtype (bf16 cases).
+// Steps [first, last) of the training every case runs, on `engine`. `peek`: full_parameters()
+// after every micro-step as well (its exact gathers must leave training as it was).
+void train_steps(Engine& engine, Net& net, const Case& c, int world, int rank, int first, int last,
+                 bool peek = false) {
   const int64_t global = c.micro * c.gas * world;
-  for (int step = 0; step < c.steps; ++step)
+  for (int step = first; step < last; ++step)
     for (int m = 0; m < c.gas; ++m) {
       auto [x, y] = samples(7, step * global + (m * world + rank) * c.micro, c.micro);
       const auto dtype = net->input->weight.scalar_type();
@@ -41,6 +39,14 @@ Trained train_case(const std::shared_ptr<Communicator>& comm, const Case& c,
       engine.step();
       if (peek) engine.full_parameters();
     }
+}
+
+Trained train_case(const std::shared_ptr<Communicator>& comm, const Case& c,
+                   const std::string& extra_zero, bool peek = false) {
+  const int world = comm->world_size(), rank = comm->rank();
+  Net net(42, 2, /*wrap=*/true, c.reuse_block);
+  Engine engine = initialize(net.ptr(), parse(config_json(c, world, extra_zero), world), comm);
+  train_steps(engine, net, c, world, rank, 0, c.steps, peek);
   // Before full_parameters(), whose gather drops the secondary copies.
   const MemoryReport memory = engine.memory_report();
   return {engine.full_parameters(), memory};
@@ -203,8 +209,105 @@ void run_qgz(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// MiCS (4 ranks; pairs of ranks emulate hosts through CROSS_RANK; ZERO_TEST_CKPT_DIR): shard
+// groups of 2 ranks, each within a host, against plain stage 3, which averages the same
+// gradients in another order (near, not bitwise); a shard group of the whole world is plain stage
+// 3 bit for bit, also with its gathers hierarchical across the hosts; checkpoints load across the
+// two layouts.
+void run_mics(const std::shared_ptr<Communicator>& comm) {
+  const int world = comm->world_size(), rank = comm->rank();
+  const std::string mics2 = R"(, "mics_shard_size": 2)";
+  for (const Named& k : stage3_cases()) {
+    const Trained base = train_case(comm, k.c, k.extra_zero);
+    const Trained mics = train_case(comm, k.c, k.extra_zero + mics2);
+    const double diff = max_rel_diff(mics.params, base.params);
+    // fp32 sums in another order: rounding only; bf16 gradient shards round twice.
+    const double tolerance = k.name == "bf16" ? 2e-2 : 1e-5;
+    EXPECT(diff < tolerance, k.name, ": MiCS 2 differs from stage 3 by ", diff);
+    EXPECT(mics.memory.mics_shard_size == 2 && mics.memory.mics_replicas == world / 2, k.name,
+           ": memory report says MiCS ", mics.memory.mics_shard_size, " x ",
+           mics.memory.mics_replicas);
+    // Each rank holds 1/2 of the model states instead of 1/world.
+    if (k.extra_zero.empty())
+      EXPECT(mics.memory.master_params_bytes + mics.memory.optimizer_states_bytes >
+                 base.memory.master_params_bytes + base.memory.optimizer_states_bytes,
+             k.name, ": MiCS's shards are not larger than stage 3's");
+    const Trained whole = train_case(
+        comm, k.c,
+        k.extra_zero + zero::detail::str(R"(, "mics_shard_size": )", world,
+                                         R"(, "mics_hierarchical_params_gather": true)"));
+    EXPECT(bitwise_equal(whole.params, base.params), k.name,
+           ": MiCS over the whole world is not stage 3 bitwise (max rel diff ",
+           max_rel_diff(whole.params, base.params), ")");
+    if (rank == 0)
+      std::printf(
+          "mics world %d %-36s shard 2: max rel diff to stage 3 %.3g; shard %d (hierarchical "
+          "gathers): bitwise\n",
+          world, k.name.c_str(), diff, world);
+  }
+
+  // Checkpoints: MiCS's (its first shard group writes) load into plain stage 3 and into MiCS.
+  const char* root = std::getenv("ZERO_TEST_CKPT_DIR");
+  EXPECT(root && *root, "set ZERO_TEST_CKPT_DIR");
+  if (!root || !*root) return;
+  Case c;
+  c.stage = 3;
+  c.gas = 2;
+  const std::string dir = zero::detail::str(root, "/mics");
+  Net a(42, 2, true);
+  Engine saver = initialize(a.ptr(), parse(config_json(c, world, mics2), world), comm);
+  train_steps(saver, a, c, world, rank, 0, 2);
+  saver.save_checkpoint(dir, "two");
+  const Params at2 = saver.full_parameters();
+  train_steps(saver, a, c, world, rank, 2, 4);
+  const Params at4 = saver.full_parameters();
+  {
+    Net b(7, 2, true);
+    Engine plain = initialize(b.ptr(), parse(config_json(c, world), world), comm);
+    plain.load_checkpoint(dir, "two");
+    EXPECT(bitwise_equal(plain.full_parameters(), at2),
+           "MiCS checkpoint loaded at plain stage 3: parameters differ");
+    plain.save_checkpoint(dir, "plain");
+  }
+  Net d(7, 2, true);
+  Engine resumed = initialize(d.ptr(), parse(config_json(c, world, mics2), world), comm);
+  resumed.load_checkpoint(dir, "plain");  // stage 3's layout back into MiCS's
+  train_steps(resumed, d, c, world, rank, 2, 4);
+  EXPECT(bitwise_equal(resumed.full_parameters(), at4),
+         "MiCS resumed from a checkpoint (through plain stage 3) does not train as before (max rel "
+         "diff ",
+         max_rel_diff(resumed.full_parameters(), at4), ")");
+  if (rank == 0) std::printf("mics checkpoint: loads at stage 3 bitwise; resumed MiCS bitwise\n");
+
+  // zero::Init: each rank keeps its shard-group share of the blocks it builds; the second shard
+  // group builds them from another seed and must train as the first group's values say.
+  {
+    const ParsedConfig parsed = parse(config_json(c, world, mics2), world);
+    Net whole_net(42, 2, true);
+    Engine whole = initialize(whole_net.ptr(), parsed, comm);
+    train_steps(whole, whole_net, c, world, rank, 0, 2);
+    std::optional<Net> net;
+    {
+      Init init(parsed);
+      net.emplace(42 + rank / 2, 2, true);
+    }
+    Engine engine = initialize(net->ptr(), parsed, comm);
+    train_steps(engine, *net, c, world, rank, 0, 2);
+    EXPECT(bitwise_equal(engine.full_parameters(), whole.full_parameters()),
+           "MiCS under zero::Init differs from the whole build (max rel diff ",
+           max_rel_diff(engine.full_parameters(), whole.full_parameters()), ")");
+    if (rank == 0) std::printf("mics zero::Init: bitwise the whole build\n");
+  }
+
+  expect_throw<ConfigError>("MiCS size not dividing", "does not divide", [&] {
+    Net net(42, 2, true);
+    initialize(net.ptr(), parse(config_json(c, world, R"(, "mics_shard_size": 3)"), world), comm);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return worker_main(argc, argv, {{"hpz", run_hpz}, {"qwz", run_qwz}, {"qgz", run_qgz}});
+  return worker_main(argc, argv,
+                     {{"hpz", run_hpz}, {"qwz", run_qwz}, {"qgz", run_qgz}, {"mics", run_mics}});
 }

@@ -21,8 +21,10 @@ class HierarchicalCommunicator : public Communicator {
   // from `flat`). quantized_block > 0 (ZeRO++ qgZ): every summing or averaging reduce-scatter of
   // floating-point values, whatever its size, goes through quantized_hierarchical_reduce_scatter_v
   // with blocks of that many values.
+  // gather_min_bytes >= 0: all-gathers go hierarchical from that size instead (MiCS's
+  // mics_hierarchical_params_gather: every size).
   HierarchicalCommunicator(std::shared_ptr<Communicator> flat, HostGroups groups, int64_t min_bytes,
-                           int64_t quantized_block = 0);
+                           int64_t quantized_block = 0, int64_t gather_min_bytes = -1);
   ~HierarchicalCommunicator() override;  // finishes the queued all-reduces, then stops
 
   int rank() const override { return flat_->rank(); }
@@ -64,6 +66,7 @@ class HierarchicalCommunicator : public Communicator {
   std::shared_ptr<Communicator> flat_;
   HostGroups groups_;
   int64_t min_bytes_;
+  int64_t gather_min_bytes_;
   int64_t quantized_block_;
   std::mutex mutex_;
   std::condition_variable ready_;

@@ -165,6 +165,7 @@ struct ZeroOptimizationConfig {
   bool zero_quantized_nontrainable_weights = false;
   bool zero_quantized_gradients = false;
   int64_t mics_shard_size = -1;
+  bool mics_hierarchical_params_gather = false;
 };
 
 struct CheckpointConfig {

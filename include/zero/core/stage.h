@@ -60,6 +60,11 @@ struct StageOptions {
   // blocks and their scales (core/quantized_gather.h); the layout's shards are then multiples of
   // 8 elements. Gathers for the caller (gather_all: full_parameters, saving) stay exact.
   bool quantized_weights = false;
+  // MiCS (mics_shard_size, stage 3): the ranks holding the same shards as this one in the other
+  // shard groups (the stage's communicator is this rank's shard group). They start from the
+  // first group's values, and at each accumulation boundary their gradient shards are averaged
+  // over this group before the optimizer reads them. Null: the stage's group is the data group.
+  std::shared_ptr<Communicator> replica_group;
 };
 
 // One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by

@@ -48,6 +48,10 @@ struct MemoryReport {
   int64_t secondary_gathers = 0;
   int64_t secondary_params_bytes = 0;
   std::string zeropp;  // the ZeRO++ features in effect ("hpZ 2, qwZ"); empty: none
+  // MiCS (mics_shard_size): the ranks of each shard group and the groups holding copies of each
+  // shard (the model states above are one rank's: 1/mics_shard_size of the model); 0: off.
+  int mics_shard_size = 0;
+  int mics_replicas = 0;
   // offload_optimizer / offload_param: what lives in host memory or swap files instead (the
   // fields above are the device's; on a CPU-only run both are the process's memory).
   int64_t host_parameters_bytes = 0;  // stage 3 parameter shards kept in host memory
