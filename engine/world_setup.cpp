@@ -73,8 +73,11 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
         "[rank 0] mics_hierarchical_params_gather has no effect: the shard group lies on {}; it "
         "splits gathers over several hosts with as many ranks each (more than one)",
         hosts.to_string());
-  const bool hierarchical =
-      mode != "off" && hosts.uniform() && local > 1 && (mode == "on" || hosts.num_hosts() > 1);
+  // NCCL's own algorithms already run within the node and across (its trees and rings follow the
+  // topology it detects): "auto" leaves it flat.
+  const bool nccl = data->backend() == Backend::kNccl;
+  const bool hierarchical = mode != "off" && hosts.uniform() && local > 1 &&
+                            (mode == "on" || (hosts.num_hosts() > 1 && !nccl));
   if (!hierarchical && !qgz && !gathers) return data;
   // qgZ or MiCS's gathers alone (the variable off): only those leave the flat communicator.
   const int64_t min_bytes = !hierarchical ? INT64_MAX : mode == "on" ? 0 : int64_t{64} << 10;

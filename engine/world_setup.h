@@ -31,10 +31,11 @@ void check_same_layout(Communicator& comm, const FlatLayout& layout, at::Device 
                        const char* caller);
 
 // The communicator ZeRO reduces gradients over: `data` itself, or where the data group spans
-// several hosts with as many ranks each (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default) a
-// HierarchicalCommunicator whose all-reduces, reduce-scatters and all-gathers of 64 KiB or more
-// run within the host and across; "on": every one, also on one host (its node group is then the
-// whole group), "off" never.
+// several hosts with as many ranks each (ZERO_HIERARCHICAL_ALLREDUCE=auto, the default; Gloo
+// only, as NCCL's own algorithms follow the topology) a HierarchicalCommunicator whose
+// all-reduces, reduce-scatters and all-gathers of 64 KiB or more run within the host and across;
+// "on": every one, also on one host (its node group is then the whole group) and on NCCL, "off"
+// never.
 // Collective over `data` (a host discovery) unless off; UsageError for another value.
 // quantized_gradients (ZeRO++ qgZ, stage 3): across uniform hosts, whatever the variable says, its
 // reduce-scatters are quantized (kQgzBlockNumel values per scale); on one host, or hosts of
