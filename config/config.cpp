@@ -64,7 +64,8 @@ const char* const kTopLevelKeys[] = {"train_batch_size",
                                      "activation_checkpointing",
                                      "data_types",
                                      "amp",
-                                     "pipeline"};
+                                     "pipeline",
+                                     "elasticity"};
 
 enum class Kind { kIgnored, kUnsupported, kNoClient };
 struct Feature {
@@ -95,7 +96,6 @@ const Feature kFeatures[] = {
     {"quantize_training", Kind::kUnsupported, "MoQ quantized training"},
     {"data_efficiency", Kind::kUnsupported, "data efficiency (curriculum sampling / random-LTD)"},
     {"curriculum_learning", Kind::kUnsupported, "curriculum learning"},
-    {"elasticity", Kind::kUnsupported, "elastic training (it changes the batch sizes)"},
     {"torch_autocast", Kind::kUnsupported, "torch autocast mixed precision (use fp16 or bf16)"},
 };
 
@@ -396,7 +396,9 @@ ParsedConfig parse_document(nlohmann::json value, const std::unordered_map<std::
   read_top_level(root, c);  // tensor_parallel first: partition_activations depends on it
   read_activation_checkpointing(root, c.activation_checkpointing, c.tensor_parallel_size);
   c.data_parallel_size = c.world_size / (c.tensor_parallel_size * c.pipeline_parallel_size);
-  resolve_batch(root, c, c.data_parallel_size);
+  read_elasticity(root, c.elasticity);
+  if (!resolve_elastic_batch(root, c, c.data_parallel_size))
+    resolve_batch(root, c, c.data_parallel_size);
   root.finish("the top level of the config");
 
   std::stable_sort(ctx.warnings.begin(), ctx.warnings.end(), by_line);

@@ -115,6 +115,11 @@ void read_monitors(Section& root, Config& config);
 void read_activation_checkpointing(Section& root, ActivationCheckpointingConfig& out,
                                    int tensor_parallel_size);
 
+// config_elasticity.cpp: the `elasticity` section; and with it enabled, the batch sizes its
+// solver picks for `world` data-parallel ranks (true: the caller resolves nothing more).
+void read_elasticity(Section& root, ElasticityConfig& out);
+bool resolve_elastic_batch(Section& root, Config& config, int world);
+
 // Top-level keys of a ds_config (for "this section belongs at the top level" diagnostics).
 bool is_top_level_key(const std::string& key);
 

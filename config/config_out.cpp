@@ -205,6 +205,22 @@ std::string to_json_string(const Config& c, int indent) {
   act["profile"] = ac.profile;
   j["activation_checkpointing"] = act;
   j["data_types"] = Json{{"grad_accum_dtype", or_null(c.data_types.grad_accum_dtype)}};
+  if (c.elasticity.enabled) {
+    const ElasticityConfig& e = c.elasticity;
+    j["elasticity"] = Json{{"enabled", true},
+                           {"max_train_batch_size", e.max_train_batch_size},
+                           {"micro_batch_sizes", e.micro_batch_sizes},
+                           {"min_gpus", e.min_gpus},
+                           {"max_gpus", e.max_gpus},
+                           {"num_gpus_per_node", e.num_gpus_per_node},
+                           {"model_parallel_size", e.model_parallel_size},
+                           {"min_time", e.min_time},
+                           {"version", e.version},
+                           {"prefer_larger_batch", e.prefer_larger_batch},
+                           {"ignore_non_elastic_batch_info", e.ignore_non_elastic_batch_info},
+                           // ours: the solver's choice (train_batch_size and the others above)
+                           {"valid_data_parallel_sizes", c.elastic_valid_data_parallel_sizes}};
+  }
   return j.dump(indent);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <zero/config/elasticity.h>
 #include <zero/error.h>
 
 namespace zero {
@@ -262,6 +263,10 @@ struct Config {
   AioConfig aio;
   DataTypesConfig data_types;
   ActivationCheckpointingConfig activation_checkpointing;
+  // DeepSpeed's elasticity section; enabled, the batch sizes above are its solver's choice for
+  // data_parallel_size, and these the data-parallel sizes that keep train_batch_size.
+  ElasticityConfig elasticity;
+  std::vector<int64_t> elastic_valid_data_parallel_sizes;
 
   // "fp16", "bf16" or "fp32": the compute precision the config selects.
   std::string precision() const;
