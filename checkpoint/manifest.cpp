@@ -79,6 +79,7 @@ json manifest_to_json(const Manifest& m) {
     j["loss_scaler"] = nullptr;
   }
   j["client_state"] = m.client_state;
+  if (!m.data_sampler.is_null()) j["data_sampler"] = m.data_sampler;
   json params = json::array();
   for (const auto& p : m.params) {
     json e = {{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}};
@@ -245,6 +246,10 @@ Manifest manifest_from_json(const json& j, const std::string& what) {
     m.loss_scaler = s;
   }
   m.client_state = f.at(j, "client_state", "");
+  if (j.contains("data_sampler")) {
+    m.data_sampler = j["data_sampler"];
+    if (!m.data_sampler.is_object()) f.fail("data_sampler", "expected an object");
+  }
 
   const json& params = f.at(j, "params", "");
   if (!params.is_array()) f.fail("params", "expected an array");

@@ -170,6 +170,8 @@ std::string to_json_string(const Config& c, int indent) {
   Json ckpt;
   ckpt["tag_validation"] = c.checkpoint.tag_validation;
   ckpt["use_node_local_storage"] = c.checkpoint.use_node_local_storage;
+  if (!c.checkpoint.save_dir.empty()) ckpt["save_dir"] = c.checkpoint.save_dir;
+  ckpt["save_interval_steps"] = c.checkpoint.save_interval_steps;
   j["checkpoint"] = ckpt;
   j["csv_monitor"] = monitor_json(c.csv_monitor);
   j["tensorboard"] = monitor_json(c.tensorboard);

@@ -459,6 +459,12 @@ void read_monitors(Section& root, Config& config) {
                "every checkpoint of this engine loads at any world size and stage (DeepSpeed "
                "needs its universal format for that)");
     s.read("use_node_local_storage", c.use_node_local_storage);
+    s.read("save_dir", c.save_dir);
+    s.read("save_interval_steps", c.save_interval_steps, 0, INT64_MAX);
+    if (c.save_interval_steps > 0 && c.save_dir.empty())
+      root.ctx.error("checkpoint.save_interval_steps",
+                     "saving every " + std::to_string(c.save_interval_steps) +
+                         " steps needs checkpoint.save_dir, the folder to save into");
     Section pw(root.ctx, s.get("parallel_write"), "checkpoint.parallel_write", Unknown::kWarn);
     read_fixed(pw, "pipeline_stage", false, Otherwise::kNoEffect,
                "it spreads DeepSpeed's checkpoint writes over pipeline stages; pipeline "

@@ -504,6 +504,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   impl->monitors = EngineMonitors::create(config, rank);
   impl->observe_after_init();
   detail::register_engine_model(impl.get());  // zero::load_state_dict(model, ...) finds it
+  Engine::Impl& made = *impl;
   Engine engine(std::move(impl));
   if (rank == 0) {
     const std::string ranks = grid && grid->tensor_size() > 1
@@ -518,13 +519,52 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
                                                  : std::string(),
                  engine.memory_report().to_string());
   }
+  // A job zerorun (or torchrun) restarted goes on from the last checkpoint of checkpoint.save_dir.
+  if (const int restart = detail::restart_count(); restart > 0) {
+    const std::string& dir = config.checkpoint.save_dir;
+    if (dir.empty()) {
+      if (rank == 0)
+        spdlog::warn(
+            "[rank 0] restart {} of the job, but checkpoint.save_dir is not set: "
+            "starting from the beginning",
+            restart);
+    } else {
+      if (rank == 0)
+        spdlog::info("[rank 0] restart {} of the job on {} ranks: resuming from {}/latest", restart,
+                     comm->world_size(), dir);
+      made.resumed = engine.load_checkpoint(dir);
+    }
+  }
   return engine;
+}
+
+int detail::restart_count() {
+  for (const char* name : {"ZERO_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
+    if (const char* v = std::getenv(name); v && *v) {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      ZERO_CHECK(*end == 0 && n >= 0, UsageError, name, "='", v, "': expected a count >= 0");
+      return static_cast<int>(n);
+    }
+  return 0;
+}
+
+const std::optional<LoadedCheckpoint>& Engine::resumed() const {
+  return impl_->resumed;
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::Engine(Engine&&) noexcept = default;
-Engine& Engine::operator=(Engine&&) noexcept = default;
-Engine::~Engine() = default;
+Engine& Engine::operator=(Engine&& other) noexcept {
+  if (this != &other) {
+    if (impl_ && impl_->sampler) impl_->sampler->engine_ = nullptr;
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+Engine::~Engine() {
+  if (impl_ && impl_->sampler) impl_->sampler->engine_ = nullptr;
+}
 
 void Engine::backward(const at::Tensor& loss) {
   Impl& s = *impl_;
@@ -678,7 +718,16 @@ void Engine::step() {
     s.optimizer_step();
   }
   s.timers.leave(TimerPart::kStep);
-  if (boundary) s.after_optimizer_step();
+  if (boundary) {
+    s.after_optimizer_step();
+    save_if_due();
+  }
+}
+
+void Engine::save_if_due() {
+  const CheckpointConfig& c = impl_->config.checkpoint;
+  if (c.save_interval_steps > 0 && impl_->global_steps % c.save_interval_steps == 0)
+    save_checkpoint(c.save_dir);
 }
 
 void Engine::zero_grad() {

@@ -8,6 +8,7 @@
 #include <zero/core/loss_scaler.h>
 #include <zero/core/optimizer.h>
 #include <zero/core/stage.h>
+#include <zero/engine/distributed_sampler.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/pipe/schedule.h>
 #include <zero/engine/lr_schedule.h>
@@ -64,6 +65,9 @@ at::Tensor whole_of_slices(Communicator& tensor_group, const at::Tensor& slice, 
 std::vector<std::pair<std::string, at::Tensor>> pipeline_gather_stages(
     const Engine::Impl& s, std::vector<std::pair<std::string, at::Tensor>> own);
 void unregister_engine_model(const Engine::Impl* impl);
+// The launcher's restart count of this job: ZERO_RESTART_COUNT (zerorun --max_restarts), else
+// TORCHELASTIC_RESTART_COUNT (torchrun); 0 on a first run. UsageError for a malformed value.
+int restart_count();
 Engine::Impl* engine_of(const torch::nn::Module& model);
 }  // namespace detail
 
@@ -76,6 +80,12 @@ struct Engine::Impl {
   // What the stage reduces over: `data` (with MiCS its shard group), or its hierarchical
   // wrapper across hosts.
   std::shared_ptr<Communicator> reducing;
+  // The program's zero::DistributedSampler (null: none), whose position checkpoints carry, and
+  // the position the last load found when no sampler was registered yet (null: none).
+  DistributedSampler* sampler = nullptr;
+  nlohmann::json loaded_sampler_state;
+  // What initialize loaded when the job was a restart (checkpoint.save_dir).
+  std::optional<LoadedCheckpoint> resumed;
   // MiCS: the ranks holding this rank's shards in the other shard groups (null without MiCS).
   std::shared_ptr<Communicator> replicas;
   // This rank's shard of the layout: its data rank, or with MiCS its place in its shard group

@@ -19,7 +19,9 @@
 namespace zero {
 
 double Engine::train_batch(const std::function<pipe::MicroBatch()>& next_micro_batch) {
-  return impl_->run_pipeline(impl_->pipe_program, next_micro_batch, /*train=*/true);
+  const double loss = impl_->run_pipeline(impl_->pipe_program, next_micro_batch, /*train=*/true);
+  save_if_due();
+  return loss;
 }
 
 double Engine::eval_batch(const std::function<pipe::MicroBatch()>& next_micro_batch) {

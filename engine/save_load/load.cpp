@@ -300,7 +300,10 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
 
   if (!module_only) {
     s.global_steps = m.global_steps;
-    s.micro_steps = m.micro_steps;
+    // Saved on a boundary of its accumulation; another one (an elastic restart) counts the
+    // micro-steps as if it had always run, so that the next micro-step starts a step.
+    const int64_t gas = s.config.gradient_accumulation_steps;
+    s.micro_steps = m.micro_steps % gas == 0 ? m.micro_steps : m.global_steps * gas;
     s.skipped_steps = m.skipped_steps;
     if (load_optimizer) s.optimizer_steps = m.optimizer_steps;
     if (options.load_lr_scheduler_states) s.scheduler_steps = m.scheduler_steps;
@@ -322,6 +325,13 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
       if (m.tensor_parallel_size == s.tensor_size && m.world_size == s.comm->world_size())
         restore_tracker(*reader, rank, device);
     }
+  }
+  // The program's data position: into its sampler, or kept for the one it makes next.
+  if (!module_only && !m.data_sampler.is_null()) {
+    if (s.sampler)
+      s.sampler->load_state(m.data_sampler);
+    else
+      s.loaded_sampler_state = m.data_sampler;
   }
   // A reshard changes batch sizes and stage by design; otherwise a config change is worth a note.
   if (rank == 0 && same_grid(s, m) && m.config_hash != detail::config_hash(s.config))

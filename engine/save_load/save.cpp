@@ -233,6 +233,7 @@ ckpt::Manifest build_manifest(const Engine::Impl& s, const std::string& tag,
                                           st.last_overflow_iteration};
   }
   m.client_state = client_state;
+  if (s.sampler) m.data_sampler = s.sampler->state();
   const CleanNames clean(*s.model);
   if (!s.pipeline) {
     for (size_t i = 0; i < s.params.size(); ++i)
@@ -273,6 +274,7 @@ std::string Engine::save_checkpoint(const std::string& save_dir, const std::stri
              s.config.gradient_accumulation_steps);
   ZERO_CHECK(client_state.is_object(), UsageError,
              "save_checkpoint: client_state must be a JSON object");
+  if (s.sampler) (void)s.sampler->state();  // between its steps (UsageError before any write)
   const std::string tag = tag_in.empty() ? detail::str("global_step", s.global_steps) : tag_in;
   ZERO_CHECK(ckpt::is_safe_component(tag), UsageError, "save_checkpoint: tag '", tag,
              "' must be a plain directory name (no '/', no '..')");

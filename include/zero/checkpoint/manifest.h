@@ -80,6 +80,8 @@ struct Manifest {
   int64_t optimizer_steps = 0, scheduler_steps = 0;
   std::optional<LossScalerState> loss_scaler;
   nlohmann::json client_state = nlohmann::json::object();
+  // zero::DistributedSampler's position (null: the program registered none).
+  nlohmann::json data_sampler;
   std::vector<ManifestParam> params;
   std::vector<ManifestBuffer> buffers;
   std::vector<ManifestFile> files;  // files[r] is rank r's

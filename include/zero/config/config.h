@@ -172,6 +172,11 @@ struct ZeroOptimizationConfig {
 struct CheckpointConfig {
   std::string tag_validation = "Warn";  // "Ignore" | "Warn" | "Fail"
   bool use_node_local_storage = false;
+  // Ours (DeepSpeed has no such keys; its programs call save_checkpoint): the folder the engine
+  // saves into every save_interval_steps optimizer steps (0: never by itself) and, when zerorun
+  // restarts the job, resumes from ("": neither).
+  std::string save_dir;
+  int64_t save_interval_steps = 0;
 };
 
 struct MonitorConfig {  // csv_monitor and tensorboard

@@ -197,8 +197,18 @@ class Engine {
   // returns false on every rank.
   bool save_16bit_model(const std::string& save_dir,
                         const std::string& file_name = "model.safetensors");
+  // When the job is a restart (zerorun --max_restarts sets ZERO_RESTART_COUNT) and the config
+  // names checkpoint.save_dir, initialize loads its latest checkpoint (at this world size: the
+  // batch sizes of an elastic config keep the global batch): what it loaded (its client_state
+  // too), or nullopt (a first run, or nothing saved yet). A zero::DistributedSampler made on
+  // this engine continues from the loaded position.
+  const std::optional<LoadedCheckpoint>& resumed() const;
 
  private:
+  // checkpoint.save_interval_steps: a checkpoint into checkpoint.save_dir after every that many
+  // optimizer steps (step, train_batch).
+  void save_if_due();
+  friend class DistributedSampler;  // registers itself: its position goes into checkpoints
   std::unique_ptr<Impl> impl_;
 };
 
