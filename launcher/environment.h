@@ -20,6 +20,9 @@ inline const std::vector<std::string> kExportPrefixes = {"NCCL_", "ZERO_", "UCX_
 inline constexpr const char* kEnvFileName = ".deepspeed_env";
 // The job secret every rank gets; the rendezvous refuses processes without the same value.
 inline constexpr const char* kJobTokenVar = "ZERO_JOB_TOKEN";
+// With --max_restarts: how many times zerorun has restarted the job (0 on the first launch);
+// zero::initialize resumes from checkpoint.save_dir when it is above 0.
+inline constexpr const char* kRestartCountVar = "ZERO_RESTART_COUNT";
 
 // 32 hex digits from /dev/urandom.
 std::string new_job_token();

@@ -109,31 +109,21 @@ ProcessSpec command_spec(const std::string& label, std::vector<std::string> argv
   return spec;
 }
 
-int run(const Options& given) {
+// One launch of the job: this node's ranks and (ssh/pdsh) the other nodes, or srun/mpirun.
+// `restart` > 0: the ranks get ZERO_RESTART_COUNT. `nodes` receives the hosts in node order.
+Supervision launch(const Options& given, const std::optional<std::vector<HostEntry>>& hostfile,
+                   const LocalDevices& local, EnvMap env, int restart, bool last_attempt,
+                   std::vector<std::string>* nodes) {
   Options o = given;
-  std::optional<std::vector<HostEntry>> hostfile;
-  if (o.world_info.empty()) {
-    hostfile = read_hostfile(o.hostfile);
-    if (!hostfile && o.hostfile_given)
-      std::cerr << "zerorun: warning: hostfile " << o.hostfile
-                << " not found; running with local resources only\n";
-  }
-  const LocalDevices local = detect_local_devices();
   std::vector<std::string> notes;
   const Resources resources = select_resources(o, hostfile, local, &notes);
-  for (const std::string& n : notes) std::cerr << "zerorun: " << n << "\n";
-
-  EnvMap env = current_environment();
-  // A zerorun that starts the whole job makes its secret; per-node invocations must share one.
-  if (env[kJobTokenVar].empty()) {
-    env.erase(kJobTokenVar);
-    if (o.world_info.empty() && o.node_rank < 0)
-      env[kJobTokenVar] = new_job_token();
-    else if (o.world_info.empty())
-      std::cerr << "zerorun: note: no " << kJobTokenVar
-                << " in the environment: this node's ranks run without a job secret; export the "
-                   "same token to every node's zerorun to have the rendezvous check it\n";
-  }
+  if (restart == 0)
+    for (const std::string& n : notes) std::cerr << "zerorun: " << n << "\n";
+  for (const NodeSlots& n : resources) nodes->push_back(n.host);
+  if (restart > 0)
+    std::cerr << "zerorun: restart " << restart << ": " << total_slots(resources) << " ranks on "
+              << resources.size() << " host(s)\n";
+  if (restart > 0 || o.max_restarts > 0) env[kRestartCountVar] = std::to_string(restart);
   const std::string cwd = current_dir();
   const char* home = std::getenv("HOME");
   const EnvMap exports = collect_exports(env, home ? home : "", cwd);
@@ -142,7 +132,7 @@ int run(const Options& given) {
   if (master_addr.empty())
     master_addr = num_nodes == 1 || !hostfile ? "127.0.0.1" : resources[0].host;
 
-  SupervisorOptions sup{o.grace_period_s, o.exit_on_stdin_eof, "zerorun"};
+  SupervisorOptions sup{o.grace_period_s, o.exit_on_stdin_eof, "zerorun", last_attempt};
   std::vector<ProcessSpec> specs;
 
   if (o.launcher == LauncherKind::kSlurm || o.launcher == LauncherKind::kOpenMpi) {
@@ -219,10 +209,112 @@ int run(const Options& given) {
       }
     }
   }
-  PidFile pid_file(o.save_pid);
-  return supervise(specs, sup);
+  return supervise_job(specs, sup);
 }
 
+// Whether `host` answers over ssh (ConnectTimeout 5 s): how a dropped host is judged alive again.
+bool host_answers(const Options& o, const std::string& host) {
+  Options probe = o;
+  probe.launcher_args += " -o ConnectTimeout=5 -o BatchMode=yes";
+  const char* append = std::getenv("PDSH_SSH_ARGS_APPEND");
+  ProcessSpec spec =
+      command_spec("probe of " + host, ssh_command(probe, host, "true", append ? append : ""),
+                   current_environment(), false);
+  spec.log_path = "/dev/null";
+  SupervisorOptions quiet{o.grace_period_s, false, "zerorun", true};
+  return supervise_job({spec}, quiet).exit_code == 0;
+}
+
+std::string host_list(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const std::string& h : hosts) out += (out.empty() ? "" : ", ") + h;
+  return out.empty() ? "none" : out;
+}
+
+int run(const Options& given) {
+  const Options& o = given;
+  std::optional<std::vector<HostEntry>> hostfile;
+  if (o.world_info.empty()) {
+    hostfile = read_hostfile(o.hostfile);
+    if (!hostfile && o.hostfile_given)
+      std::cerr << "zerorun: warning: hostfile " << o.hostfile
+                << " not found; running with local resources only\n";
+  }
+  const LocalDevices local = detect_local_devices();
+  EnvMap env = current_environment();
+  // A zerorun that starts the whole job makes its secret; per-node invocations must share one
+  // (and every restart keeps it).
+  if (env[kJobTokenVar].empty()) {
+    env.erase(kJobTokenVar);
+    if (o.world_info.empty() && o.node_rank < 0)
+      env[kJobTokenVar] = new_job_token();
+    else if (o.world_info.empty())
+      std::cerr << "zerorun: note: no " << kJobTokenVar
+                << " in the environment: this node's ranks run without a job secret; export the "
+                   "same token to every node's zerorun to have the rendezvous check it\n";
+  }
+  PidFile pid_file(o.save_pid);
+  if (o.max_restarts == 0) {
+    std::vector<std::string> nodes;
+    return launch(o, hostfile, local, env, 0, true, &nodes).exit_code;
+  }
+  ZERO_CHECK(o.launcher == LauncherKind::kLocal || o.launcher == LauncherKind::kSsh ||
+                 o.launcher == LauncherKind::kPdsh,
+             UsageError, "zerorun: --max_restarts with --launcher ", launcher_name(o.launcher),
+             ": restarts are supported by the local, ssh and pdsh launchers so far");
+  ZERO_CHECK(o.node_rank < 0 && o.world_info.empty(), UsageError,
+             "zerorun: --max_restarts needs the zerorun that starts every node (no --node_rank)");
+  // The hosts the job may use, in hostfile order; node 0 (this machine) is never dropped.
+  std::vector<HostEntry> pool = hostfile ? *hostfile : std::vector<HostEntry>{};
+  std::vector<bool> dropped(pool.size(), false);
+  int first_failure = 0;
+  for (int restart = 0;; ++restart) {
+    std::optional<std::vector<HostEntry>> current;
+    if (hostfile) {
+      current.emplace();
+      for (size_t h = 0; h < pool.size(); ++h) {
+        if (dropped[h] && restart > 0 && h > 0 && host_answers(o, pool[h].host)) {
+          dropped[h] = false;
+          std::cerr << "zerorun: host " << pool[h].host << " answers again; it rejoins the job\n";
+        }
+        if (!dropped[h] && (o.max_nodes < 0 || static_cast<int>(current->size()) < o.max_nodes))
+          current->push_back(pool[h]);
+      }
+      const int alive = static_cast<int>(current->size());
+      if (alive < o.min_nodes) {
+        std::cerr << "zerorun: " << alive << " host(s) left, fewer than --min_nodes " << o.min_nodes
+                  << "; exiting with the first failure's code " << first_failure << "\n";
+        return first_failure;
+      }
+    }
+    std::vector<std::string> nodes;
+    const bool last = restart == o.max_restarts;
+    const Supervision result = launch(o, current, local, env, restart, false, &nodes);
+    if (result.exit_code == 0) return 0;
+    if (restart == 0) first_failure = result.exit_code;
+    if (result.interrupted || last) {
+      if (!result.interrupted)
+        std::cerr << "zerorun: " << o.max_restarts << " restart(s) used up; exiting with the "
+                  << "first failure's code " << first_failure << "\n";
+      return result.interrupted ? result.exit_code : first_failure;
+    }
+    // A remote node fails when its ranks died or its launch failed (its ssh ended by itself), or
+    // when it no longer answers over ssh.
+    std::vector<std::string> lost;
+    for (size_t n = 1; n < nodes.size(); ++n) {
+      const size_t spec =
+          n + result.failed_by_itself.size() - nodes.size();  // after node 0's ranks
+      const bool failed = result.failed_by_itself[spec] || !host_answers(o, nodes[n]);
+      if (!failed) continue;
+      lost.push_back(nodes[n]);
+      for (size_t h = 0; h < pool.size(); ++h)
+        if (pool[h].host == nodes[n]) dropped[h] = true;
+    }
+    std::cerr << "zerorun: restart " << restart + 1 << " of " << o.max_restarts
+              << " after exit code " << result.exit_code << "; hosts dropped: " << host_list(lost)
+              << "\n";
+  }
+}
 }  // namespace
 }  // namespace zero::launcher
 

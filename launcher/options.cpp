@@ -79,6 +79,15 @@ const std::vector<Flag>& flags() {
       {{"--grace_period"},
        true,
        [](Options& o, const std::string& v) { o.grace_period_s = to_double("--grace_period", v); }},
+      {{"--max_restarts"},
+       true,
+       [](Options& o, const std::string& v) { o.max_restarts = to_int("--max_restarts", v); }},
+      {{"--min_nodes", "--min_elastic_nodes"},
+       true,
+       [](Options& o, const std::string& v) { o.min_nodes = to_int("--min_nodes", v); }},
+      {{"--max_nodes", "--max_elastic_nodes"},
+       true,
+       [](Options& o, const std::string& v) { o.max_nodes = to_int("--max_nodes", v); }},
       {{"--no_ssh_check", "--no_python"}, false, [](Options&, const std::string&) {}},
       {{"--world_info"}, true, [](Options& o, const std::string& v) { o.world_info = v; }},
       {{"--exit_on_stdin_eof"},
@@ -134,6 +143,9 @@ Options parse_options(const std::vector<std::string>& args) {
   ZERO_CHECK(o.master_port > 0 && o.master_port < 65536, UsageError,
              "zerorun: --master_port must be in 1..65535");
   ZERO_CHECK(o.node_rank >= -1, UsageError, "zerorun: --node_rank must be >= 0");
+  ZERO_CHECK(o.max_restarts >= 0, UsageError, "zerorun: --max_restarts must be >= 0");
+  ZERO_CHECK(o.min_nodes >= 1 && (o.max_nodes == -1 || o.max_nodes >= o.min_nodes), UsageError,
+             "zerorun: --min_nodes must be >= 1 and --max_nodes >= --min_nodes");
   return o;
 }
 
@@ -176,6 +188,10 @@ Starts one process per rank (like DeepSpeed's `deepspeed` launcher) and supervis
   --enable_each_rank_log D  write each rank's output to D/rank_N.log instead of the terminal
   --save_pid                write /tmp/<pid>.zerorun holding zerorun's pid while it runs
   --grace_period S          seconds between SIGTERM and SIGKILL when tearing down (default 5)
+  --max_restarts N          after a failure, relaunch the job up to N times on the hosts that
+                            remain (ranks get ZERO_RESTART_COUNT; docs/elastic.md)
+  --min_nodes A             stop instead when fewer than A hosts remain (default 1)
+  --max_nodes B             use at most B hosts at once (default: all)
   --check-build             list the frameworks, controllers and backends of this build
 
 Each rank gets RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT (and

@@ -26,6 +26,12 @@ struct Options {
   std::string each_rank_log_dir;  // --enable_each_rank_log DIR
   bool save_pid = false;
   double grace_period_s = 5.0;  // SIGTERM -> SIGKILL delay when the job is torn down
+  // Elastic restarts (torchrun's names): after a failure, relaunch on the hosts that remain (a
+  // dropped host rejoins when it answers over ssh again) up to max_restarts times, while at
+  // least min_nodes are left; at most max_nodes hosts at once (-1: all).
+  int max_restarts = 0;
+  int min_nodes = 1;
+  int max_nodes = -1;
   // Internal, used on remote nodes: the resources chosen by node 0, and whether EOF on
   // stdin (the ssh connection closing) tears the job down.
   std::string world_info;

@@ -285,6 +285,12 @@ std::string signal_name(int sig) {
 }
 
 int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& options) {
+  return supervise_job(specs, options).exit_code;
+}
+
+Supervision supervise_job(const std::vector<ProcessSpec>& specs, const SupervisorOptions& options) {
+  Supervision result;
+  result.failed_by_itself.assign(specs.size(), false);
   signal(SIGPIPE, SIG_IGN);
   g_name = options.name;
   ZERO_CHECK(pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0, InternalError,
@@ -330,6 +336,7 @@ int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& op
       std::string msg = std::string(e.what()) + "\n";  // already starts with "zerorun: "
       write_all(2, msg.data(), msg.size());
       exit_code = 1, failure = specs[i].label + " could not be started";
+      result.failed_by_itself[i] = true;
       teardown(SIGTERM);
     }
   }
@@ -357,6 +364,7 @@ int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& op
       if (c->stdin_hold_fd >= 0) close(c->stdin_hold_fd), c->stdin_hold_fd = -1;
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (failed && !tearing_down) {
+        result.failed_by_itself[static_cast<size_t>(c - children.data())] = true;
         exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         failure = c->spec->label + " (pid " + std::to_string(pid) + ") " + describe_status(status);
         say(failure + "; stopping the other processes");
@@ -402,6 +410,7 @@ int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& op
         if (sig == SIGCHLD) continue;
         if (!tearing_down) {
           if (exit_code == 0) exit_code = 128 + sig;
+          result.interrupted = true;
           failure = "received " + signal_name(sig);
           say("got " + signal_name(sig) + "; passing it to every process");
           teardown(sig);
@@ -421,6 +430,7 @@ int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& op
           stdin_open = false;
           if (!tearing_down) {
             if (exit_code == 0) exit_code = 128 + SIGHUP;
+            result.interrupted = true;
             failure = "lost the connection to the launching node";
             say("stdin closed (the launching node went away); stopping every process");
             teardown(SIGTERM);
@@ -452,8 +462,11 @@ int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& op
   for (int sig : kHandledSignals)
     if (g_handled[sig]) sigaction(sig, &dfl, nullptr), g_handled[sig] = false;
   close(g_signal_pipe[0]), close(g_signal_pipe[1]);
-  if (exit_code != 0) say("job failed: " + failure + "; exiting with " + std::to_string(exit_code));
-  return exit_code;
+  if (exit_code != 0)
+    say("job failed: " + failure +
+        (options.last_attempt ? "; exiting with " + std::to_string(exit_code) : std::string()));
+  result.exit_code = exit_code;
+  return result;
 }
 
 }  // namespace zero::launcher

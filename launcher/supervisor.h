@@ -22,6 +22,7 @@ struct SupervisorOptions {
   double grace_period_s = 5.0;     // SIGTERM -> SIGKILL
   bool exit_on_stdin_eof = false;  // our stdin closing (ssh connection lost) tears the job down
   std::string name = "zerorun";    // how zerorun's own messages start: "zerorun[node 1]"
+  bool last_attempt = true;        // false: a failure is followed by a restart, not zerorun's exit
 };
 
 // Starts every process, then waits until all have ended. The first process that exits non-zero
@@ -30,6 +31,17 @@ struct SupervisorOptions {
 // Returns 0, the first failure's exit code (128+signal for a signal), or 128+signal received.
 // A guard process SIGKILLs every process group of the job if zerorun itself is SIGKILLed.
 int supervise(const std::vector<ProcessSpec>& specs, const SupervisorOptions& options);
+
+// What a supervised job's end says about its processes (for --max_restarts).
+struct Supervision {
+  int exit_code = 0;
+  // Per spec: it failed by itself (could not start, or exited non-zero or by a signal before the
+  // teardown began), not because zerorun stopped it.
+  std::vector<bool> failed_by_itself;
+  // zerorun itself was told to stop (a signal, or its stdin closed): no restart.
+  bool interrupted = false;
+};
+Supervision supervise_job(const std::vector<ProcessSpec>& specs, const SupervisorOptions& options);
 
 // "SIGTERM", "SIGKILL", ... or "signal N".
 std::string signal_name(int sig);
