@@ -94,3 +94,22 @@ Batch TextDataset::batch(int64_t step, int64_t micro_step, int rank, int world_s
 }
 
 }  // namespace gpt
+
+namespace gpt {
+
+int64_t TextDataset::num_windows() const {
+  // A window reads context + 1 tokens (its targets are shifted by one).
+  return (num_tokens() - 1) / context_;
+}
+
+std::vector<int64_t> TextDataset::window_offsets(const std::vector<int64_t>& windows) const {
+  std::vector<int64_t> offsets;
+  for (int64_t w : windows) {
+    if (w < 0 || w >= num_windows())
+      throw std::runtime_error("TextDataset::window_offsets: window out of range");
+    offsets.push_back(w * context_);
+  }
+  return offsets;
+}
+
+}  // namespace gpt

@@ -49,6 +49,11 @@ class TextDataset {
 
   Batch rows(const std::vector<int64_t>& offsets) const;
 
+  // The text as non-overlapping windows (window i starts at token i x context): their number,
+  // and the start offsets of some of them (for zero::DistributedSampler's indices).
+  int64_t num_windows() const;
+  std::vector<int64_t> window_offsets(const std::vector<int64_t>& windows) const;
+
  private:
   std::vector<int64_t> tokens_;
   int64_t context_;

@@ -22,6 +22,7 @@
 
 #include <zero/engine/args.h>
 #include <zero/engine/activation/checkpointed.h>
+#include <zero/engine/distributed_sampler.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/load_state_dict.h>
 #include <zero/engine/sharded.h>
@@ -48,6 +49,8 @@ constexpr const char* kUsage =
     "                 [--save_dir DIR [--save_every N]]   (resumes from DIR/latest when present)\n"
     "                 [--load_weights FILE]   (start from exported weights: zero checkpoint "
     "export)\n"
+    "                 [--data_order steps|epochs]   (steps: windows drawn per step; epochs: "
+    "zero::DistributedSampler over the text's windows, its position in checkpoints)\n"
     "                 [--set KEY=VALUE ...]   (a ds_config value, as `zero config --set`)";
 
 struct Options {
@@ -60,7 +63,10 @@ struct Options {
   bool json_summary = false;
   std::string save_dir;  // checkpoints: resume from its latest, save every N and at the end
   int64_t save_every = 0;
-  std::string load_weights;             // an export (safetensors or torch format) to start from
+  std::string load_weights;  // an export (safetensors or torch format) to start from
+  // "steps": each step draws its windows from (seed, step); "epochs": zero::DistributedSampler
+  // over the text's non-overlapping windows (an elastic restart keeps its position).
+  std::string data_order = "steps";
   bool checkpoint_activations = false;  // each block in zero::Checkpointed (inside zero::Sharded)
   bool pipeline = false;                // --pp: the model as zero::pipe layers (pipeline.h)
   int64_t sample = 0;                   // characters rank 0 prints after training
@@ -125,7 +131,11 @@ Options parse_options(const std::vector<std::string>& rest) {
       o.load_weights = value;
     else if (flag == "--save_every")
       o.save_every = number();
-    else if (flag == "--seed")
+    else if (flag == "--data_order") {
+      ZERO_CHECK(value == "steps" || value == "epochs", zero::UsageError,
+                 "--data_order: 'steps' or 'epochs', got '", value, "'");
+      o.data_order = value;
+    } else if (flag == "--seed")
       o.seed = static_cast<uint64_t>(number());
     else if (flag == "--n-layer")
       o.model.n_layer = number();
@@ -337,9 +347,22 @@ int train(int argc, char** argv) {
     if (rank == 0) std::cout << "gpt_train: weights from " << o.load_weights << std::endl;
   }
 
-  // The data order is a function of the step, so the step is all the data loader needs.
+  // The data order is a function of the step, so the step is all the data loader needs ("steps");
+  // "epochs" reads its sampler, whose position the checkpoints carry.
+  std::optional<zero::DistributedSampler> sampler;
+  if (o.data_order == "epochs")
+    sampler.emplace(data.num_windows(), engine, zero::DistributedSampler::Options{o.seed, true});
+  auto next_batch = [&](int64_t step, int64_t m) {
+    return sampler ? data.rows(data.window_offsets(sampler->next()))
+                   : data.batch(step, m, data_rank, data_size, micro, accumulation);
+  };
   int64_t first_step = 0;
-  if (!o.save_dir.empty())
+  if (engine.resumed()) {  // zerorun restarted the job: initialize loaded checkpoint.save_dir
+    first_step = engine.global_steps();
+    if (rank == 0)
+      std::cout << "gpt_train: resumed from " << engine.resumed()->path << " at step " << first_step
+                << std::endl;
+  } else if (!o.save_dir.empty())
     if (auto loaded = engine.load_checkpoint(o.save_dir)) {
       first_step = loaded->client_state.value("next_step", int64_t{0});
       if (rank == 0)
@@ -370,13 +393,13 @@ int train(int argc, char** argv) {
       // The pipeline's schedule runs the step's micro-batches; the first and last stages load.
       int64_t m = 0;
       last_loss = engine.train_batch([&] {
-        const gpt::Batch batch = data.batch(step, m++, data_rank, data_size, micro, accumulation);
+        const gpt::Batch batch = next_batch(step, m++);
         return zero::pipe::MicroBatch{batch.tokens.to(device), batch.targets.to(device)};
       });
     } else {
       double loss_sum = 0;
       for (int64_t m = 0; m < accumulation; ++m) {
-        const gpt::Batch batch = data.batch(step, m, data_rank, data_size, micro, accumulation);
+        const gpt::Batch batch = next_batch(step, m);
         const at::Tensor loss = micro_loss(batch.tokens.to(device), batch.targets.to(device));
         engine.backward(loss);
         engine.step();
