@@ -212,14 +212,21 @@ Supervision launch(const Options& given, const std::optional<std::vector<HostEnt
   return supervise_job(specs, sup);
 }
 
-// Whether `host` answers over ssh (ConnectTimeout 5 s): how a dropped host is judged alive again.
+// Whether `host` answers: `ssh HOST true` (ConnectTimeout 5 s), or under Slurm a one-task
+// `srun --nodelist=HOST true` within 20 s. How a host is judged alive, and alive again.
 bool host_answers(const Options& o, const std::string& host) {
-  Options probe = o;
-  probe.launcher_args += " -o ConnectTimeout=5 -o BatchMode=yes";
-  const char* append = std::getenv("PDSH_SSH_ARGS_APPEND");
-  ProcessSpec spec =
-      command_spec("probe of " + host, ssh_command(probe, host, "true", append ? append : ""),
-                   current_environment(), false);
+  std::vector<std::string> argv;
+  if (o.launcher == LauncherKind::kSlurm) {
+    argv = {"timeout", "20", "srun", "--nodes=1", "--ntasks=1", "--nodelist=" + host};
+    for (const std::string& w : split_shell_words(o.launcher_args)) argv.push_back(w);
+    argv.push_back("true");
+  } else {
+    Options probe = o;
+    probe.launcher_args += " -o ConnectTimeout=5 -o BatchMode=yes";
+    const char* append = std::getenv("PDSH_SSH_ARGS_APPEND");
+    argv = ssh_command(probe, host, "true", append ? append : "");
+  }
+  ProcessSpec spec = command_spec("probe of " + host, argv, current_environment(), false);
   spec.log_path = "/dev/null";
   SupervisorOptions quiet{o.grace_period_s, false, "zerorun", true};
   return supervise_job({spec}, quiet).exit_code == 0;
@@ -258,13 +265,16 @@ int run(const Options& given) {
     std::vector<std::string> nodes;
     return launch(o, hostfile, local, env, 0, true, &nodes).exit_code;
   }
-  ZERO_CHECK(o.launcher == LauncherKind::kLocal || o.launcher == LauncherKind::kSsh ||
-                 o.launcher == LauncherKind::kPdsh,
-             UsageError, "zerorun: --max_restarts with --launcher ", launcher_name(o.launcher),
-             ": restarts are supported by the local, ssh and pdsh launchers so far");
+  ZERO_CHECK(o.launcher != LauncherKind::kOpenMpi, UsageError,
+             "zerorun: --max_restarts with --launcher openmpi: restarts are supported by the "
+             "local, ssh, pdsh and slurm launchers");
+  // Under Slurm srun starts every node alike (any may be dropped) and a host answers srun; with
+  // ssh/pdsh node 0 is this machine, and its ranks are the first specs of a launch.
+  const bool slurm = o.launcher == LauncherKind::kSlurm;
   ZERO_CHECK(o.node_rank < 0 && o.world_info.empty(), UsageError,
              "zerorun: --max_restarts needs the zerorun that starts every node (no --node_rank)");
-  // The hosts the job may use, in hostfile order; node 0 (this machine) is never dropped.
+  // The hosts the job may use, in hostfile order; with ssh/pdsh node 0 (this machine) is never
+  // dropped. Without a hostfile the job runs where it ran (srun: its allocation) every time.
   std::vector<HostEntry> pool = hostfile ? *hostfile : std::vector<HostEntry>{};
   std::vector<bool> dropped(pool.size(), false);
   int first_failure = 0;
@@ -273,7 +283,7 @@ int run(const Options& given) {
     if (hostfile) {
       current.emplace();
       for (size_t h = 0; h < pool.size(); ++h) {
-        if (dropped[h] && restart > 0 && h > 0 && host_answers(o, pool[h].host)) {
+        if (dropped[h] && restart > 0 && (h > 0 || slurm) && host_answers(o, pool[h].host)) {
           dropped[h] = false;
           std::cerr << "zerorun: host " << pool[h].host << " answers again; it rejoins the job\n";
         }
@@ -299,12 +309,13 @@ int run(const Options& given) {
       return result.interrupted ? result.exit_code : first_failure;
     }
     // A remote node fails when its ranks died or its launch failed (its ssh ended by itself), or
-    // when it no longer answers over ssh.
+    // when it no longer answers; under Slurm (one srun for all) when it no longer answers srun.
     std::vector<std::string> lost;
-    for (size_t n = 1; n < nodes.size(); ++n) {
-      const size_t spec =
-          n + result.failed_by_itself.size() - nodes.size();  // after node 0's ranks
-      const bool failed = result.failed_by_itself[spec] || !host_answers(o, nodes[n]);
+    for (size_t n = slurm ? 0 : 1; hostfile && n < nodes.size(); ++n) {
+      // ssh/pdsh: node n's spec follows node 0's ranks.
+      const bool failed =
+          (!slurm && result.failed_by_itself[n + result.failed_by_itself.size() - nodes.size()]) ||
+          !host_answers(o, nodes[n]);
       if (!failed) continue;
       lost.push_back(nodes[n]);
       for (size_t h = 0; h < pool.size(); ++h)

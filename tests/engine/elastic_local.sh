@@ -35,7 +35,7 @@ z --nproc_per_node 2 --max_restarts 2 bash -c \
 [ "$(grep -c "^zerorun: restart [0-9] of 2 after exit code" "$tmp/out2")" -eq 2 ] ||
   { cat "$tmp/out2"; fail "repeated failures: not 2 restarts"; }
 for n in 0 1 2; do
-  grep -q "^\[rank 0\] count $n$" "$tmp/out2" || { cat "$tmp/out2"; fail "no launch with count $n"; }
+  grep -q "^\[rank 1\] count $n$" "$tmp/out2" || { cat "$tmp/out2"; fail "no launch with count $n"; }
 done
 echo "repeated failures (3, 4, 5): 2 restarts, then exit 3 (the first failure's code)"
 

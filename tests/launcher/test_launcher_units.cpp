@@ -153,6 +153,21 @@ TEST_CASE("select_resources: hostfile, num_nodes, num_gpus, local defaults", "[s
   CHECK(r == Resources{{"x", {0, 1}}, {"y", {0}}});
 }
 
+TEST_CASE("options: elastic restarts", "[options]") {
+  Options o =
+      parse_options({"--max_restarts", "3", "--min_nodes=2", "--max_elastic_nodes", "4", "p"});
+  CHECK(o.max_restarts == 3);
+  CHECK(o.min_nodes == 2);
+  CHECK(o.max_nodes == 4);
+  const Options plain = parse_options({"p"});
+  CHECK(plain.max_restarts == 0);
+  CHECK(plain.min_nodes == 1);
+  CHECK(plain.max_nodes == -1);
+  CHECK_THROWS_WITH(parse_options({"--max_restarts", "-1", "p"}), Catch::Contains(">= 0"));
+  CHECK_THROWS_WITH(parse_options({"--min_nodes", "3", "--max_nodes", "2", "p"}),
+                    Catch::Contains("--max_nodes >= --min_nodes"));
+}
+
 TEST_CASE("options: flags, values and the program's own arguments", "[options]") {
   Options o = parse_options({"-H", "hf", "--include=a:0", "--master_port", "1234",
                              "--no_local_rank", "--launcher", "PDSH", "--enable_each_rank_log",

@@ -2,6 +2,7 @@
 # A real one-host Slurm cluster (slurmctld + slurmd, generated slurm.conf, state in a temp dir)
 # and the example GPT run through it: slurm_cluster.sh REPO BIN_DIR. Exits 77 (skipped) with the
 # reason when Slurm cannot start here. Ports: daemons 30290-30291, srun 30270-30289, jobs 30230-30239.
+# Also zerorun --launcher slurm --max_restarts: a rank killed after a checkpoint, the job resumed.
 set -uo pipefail
 repo=$1; bin=$2
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -177,6 +178,32 @@ grep -v '\] step=' "$dir/jobs/steps.out" | sed 's/^/[multi-step] /' | head -40
 grep -q "gpt_train: done, 3 optimizer steps" "$dir/jobs/steps.out" || fail "multi-step: step 0 did not train"
 grep -q "resumed from .* at step 3" "$dir/jobs/steps.out" || fail "multi-step: step 1 did not resume"
 grep -q "gpt_train: done, 5 optimizer steps" "$dir/jobs/steps.out" || fail "multi-step: step 1 did not finish"
+
+# 5. zerorun --launcher slurm --max_restarts 1: rank 1 of the first srun kills itself once the
+# first checkpoint exists; the next srun (ZERO_RESTART_COUNT=1) resumes from it and finishes.
+cat >"$dir/jobs/die_once.sh" <<'SH'
+#!/bin/bash
+if [ "${ZERO_RESTART_COUNT:-0}" = 0 ] && [ "${SLURM_PROCID:-}" = 1 ]; then
+  "$@" &
+  p=$!
+  while [ ! -e "$CKPT/latest" ] && kill -0 $p 2>/dev/null; do sleep 0.05; done
+  kill -9 $p
+  wait $p
+  exit 137
+fi
+exec "$@"
+SH
+chmod +x "$dir/jobs/die_once.sh"
+out=$(cd "$repo" && CKPT=$dir/ckpt5 timeout 240 "$bin/zerorun" --launcher slurm --num_gpus 2 \
+  --master_port 30236 --max_restarts 1 "$dir/jobs/die_once.sh" "$train" --deepspeed_config \
+  "$config" --steps 30 --n-layer 1 --d-model 32 --context 32 --data_order epochs \
+  --set checkpoint.save_dir="$dir/ckpt5" --set checkpoint.save_interval_steps=2 2>&1)
+rc=$?
+echo "$out" | grep -v '\] step=' | sed 's/^/[slurm restart] /' | head -30
+[ $rc -eq 0 ] || fail "zerorun --launcher slurm --max_restarts 1 exited $rc"
+grep -q "restart 1 of 1 after exit code" <<<"$out" || fail "slurm restart: no restart"
+grep -q "gpt_train: resumed from .* at step [1-9]" <<<"$out" || fail "slurm restart: no resume"
+grep -q "gpt_train: done, 30 optimizer steps" <<<"$out" || fail "slurm restart: did not finish"
 
 if [ $failed -ne 0 ]; then
   echo "--- slurmctld.log"; tail -20 "$dir/log/slurmctld.log"
