@@ -1,5 +1,7 @@
 // `zero bench comm`: collective bandwidth through our Communicator, run under zerorun; prints an
-// nccl-tests style table per op (size, time, algbw, busbw) or, with --json, one JSON document.
+// nccl-tests style table per op (size, time, algbw, busbw, and the host memcpy bandwidth of the
+// same bytes measured in the same run, every rank copying at once) or, with --json, one JSON
+// document.
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -85,7 +88,22 @@ struct Result {
   std::string op;
   int64_t bytes;
   double time_us, algbw_gbps, busbw_gbps;
+  double memcpy_gbps;  // one host memcpy of `bytes` on every rank at once (the slowest rank)
 };
+
+// The slowest rank's time in ns for `body` run iters times, every rank starting together.
+template <typename Body>
+double slowest_ns(Communicator& c, const at::Device& dev, int iters, Body body) {
+  c.barrier()->synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  const double elapsed_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  at::Tensor t = at::full({1}, static_cast<int64_t>(elapsed_ns),
+                          at::TensorOptions().dtype(at::kLong).device(dev));
+  c.all_reduce(t, ReduceOp::kMax)->wait();
+  return static_cast<double>(t.cpu().item<int64_t>()) / iters;
+}
 
 double bus_factor(const std::string& op, int w) {
   if (op == "all_reduce") return 2.0 * (w - 1) / w;
@@ -106,21 +124,25 @@ Result measure(Communicator& c, const Options& o, const std::string& op, int64_t
     return c.broadcast(big, 0);
   };
   for (int i = 0; i < o.warmup; ++i) run_once()->wait();
-  c.barrier()->synchronize();
-  const auto start = std::chrono::steady_clock::now();
-  WorkHandle last;
-  for (int i = 0; i < o.iters; ++i) last = run_once();
-  last->wait();
-  if (dev.is_cuda()) big.slice(0, 0, 1).cpu();  // waits for the stream the work was ordered on
-  const double elapsed_ns =
-      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-  at::Tensor t = at::full({1}, static_cast<int64_t>(elapsed_ns),
-                          at::TensorOptions().dtype(at::kLong).device(dev));
-  c.all_reduce(t, ReduceOp::kMax)->wait();  // the slowest rank sets the time
-  const double time_us = static_cast<double>(t.cpu().item<int64_t>()) / 1e3 / o.iters;
+  const double time_us =
+      slowest_ns(c, dev, o.iters,
+                 [&] {
+                   WorkHandle last;
+                   for (int i = 0; i < o.iters; ++i) last = run_once();
+                   last->wait();
+                   if (dev.is_cuda())
+                     big.slice(0, 0, 1).cpu();  // waits for the stream the work was ordered on
+                 }) /
+      1e3;
   const int64_t real_bytes = numel * 4;
   const double algbw = real_bytes / (time_us * 1e3);  // bytes/ns == GB/s
-  return {op, real_bytes, time_us, algbw, algbw * bus_factor(op, w)};
+  // What moving these bytes costs without a network: a plain copy on every rank at once.
+  std::vector<char> from(static_cast<size_t>(real_bytes), 1), to(static_cast<size_t>(real_bytes));
+  for (int i = 0; i < o.warmup; ++i) std::memcpy(to.data(), from.data(), from.size());
+  const double copy_ns = slowest_ns(c, dev, o.iters, [&] {
+    for (int i = 0; i < o.iters; ++i) std::memcpy(to.data(), from.data(), from.size());
+  });
+  return {op, real_bytes, time_us, algbw, algbw * bus_factor(op, w), real_bytes / copy_ns};
 }
 
 int run(const std::vector<std::string>& args) {
@@ -134,15 +156,15 @@ int run(const std::vector<std::string>& args) {
   std::vector<Result> results;
   for (const std::string& op : o.ops) {
     if (!o.json && c->rank() == 0)
-      std::printf("# %s  backend %s  world %d  float32  iters %d\n# %14s %12s %12s %12s\n",
+      std::printf("# %s  backend %s  world %d  float32  iters %d\n# %14s %12s %12s %12s %13s\n",
                   op.c_str(), to_string(o.backend), c->world_size(), o.iters, "size(B)", "time(us)",
-                  "algbw(GB/s)", "busbw(GB/s)");
+                  "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
     for (int64_t bytes : o.sizes) {
       Result r = measure(*c, o, op, bytes, dev);
       results.push_back(r);
       if (!o.json && c->rank() == 0)
-        std::printf("  %14lld %12.1f %12.3f %12.3f\n", static_cast<long long>(r.bytes), r.time_us,
-                    r.algbw_gbps, r.busbw_gbps);
+        std::printf("  %14lld %12.1f %12.3f %12.3f %13.3f\n", static_cast<long long>(r.bytes),
+                    r.time_us, r.algbw_gbps, r.busbw_gbps, r.memcpy_gbps);
       std::fflush(stdout);
     }
   }
@@ -153,9 +175,9 @@ int run(const std::vector<std::string>& args) {
       const Result& r = results[i];
       std::printf(
           "%s{\"op\": \"%s\", \"bytes\": %lld, \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
-          "\"busbw_gbps\": %.6f}",
+          "\"busbw_gbps\": %.6f, \"memcpy_gbps\": %.6f}",
           i ? ", " : "", r.op.c_str(), static_cast<long long>(r.bytes), r.time_us, r.algbw_gbps,
-          r.busbw_gbps);
+          r.busbw_gbps, r.memcpy_gbps);
     }
     std::printf("]}\n");
   }
