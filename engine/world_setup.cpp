@@ -100,6 +100,28 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
                                                     qgz ? kQgzBlockNumel : 0, gathers ? 0 : -1);
 }
 
+namespace {
+
+// `data`'s ranks in consecutive groups of `size` (hpZ's and MiCS's groups): this rank's group,
+// and in `spanning` the groups whose first and last ranks are on different hosts ("[0..3] [4..7]").
+// Collective over `data`.
+std::shared_ptr<Communicator> consecutive_group(Communicator& data, int size,
+                                                const HostTopology& hosts, std::string* spanning) {
+  std::shared_ptr<Communicator> mine;
+  for (int first = 0; first < data.world_size(); first += size) {
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = first + i;
+    if (auto group = data.new_group(ranks)) mine = group;
+    if (hosts.host_of[static_cast<size_t>(first)] !=
+        hosts.host_of[static_cast<size_t>(first + size - 1)])
+      *spanning += str(spanning->empty() ? "" : " ", "[", first, "..", first + size - 1, "]");
+  }
+  ZERO_ASSERT(mine, "rank ", data.rank(), " in no group of ", size, " consecutive ranks");
+  return mine;
+}
+
+}  // namespace
+
 int shard_world(const Config& config, int data_world) {
   const ZeroOptimizationConfig& z = config.zero_optimization;
   if (z.stage != 3 || z.mics_shard_size <= 0) return data_world;
@@ -119,25 +141,17 @@ MicsGroups mics_groups(const Config& config, const std::shared_ptr<Communicator>
                    size);
     return {data, nullptr};
   }
+  const HostTopology hosts = discover_hosts(*data);  // collective
+  std::string spanning;
   MicsGroups mine;
-  for (int first = 0; first < world; first += size) {
-    std::vector<int> ranks(static_cast<size_t>(size));
-    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = first + i;
-    if (auto group = data->new_group(ranks)) mine.shard = group;
-  }
+  mine.shard = consecutive_group(*data, size, hosts, &spanning);
   for (int i = 0; i < size; ++i) {
     std::vector<int> ranks;
     for (int r = i; r < world; r += size) ranks.push_back(r);
     if (auto group = data->new_group(ranks)) mine.replicas = group;
   }
-  ZERO_ASSERT(mine.shard && mine.replicas, "rank ", data->rank(), " in no MiCS group");
-  const HostTopology hosts = discover_hosts(*data);  // collective
-  if (data->rank() == 0) {
-    std::string spanning;
-    for (int first = 0; first < world; first += size)
-      if (hosts.host_of[static_cast<size_t>(first)] !=
-          hosts.host_of[static_cast<size_t>(first + size - 1)])
-        spanning += str(spanning.empty() ? "" : " ", "[", first, "..", first + size - 1, "]");
+  ZERO_ASSERT(mine.replicas, "rank ", data->rank(), " in no MiCS replica group");
+  if (data->rank() == 0)
     spdlog::info(
         "[rank 0] MiCS: parameters, gradients and optimizer states sharded within {} groups of "
         "{} consecutive ranks{}, replicated across them (gradients averaged over {} replicas at "
@@ -145,7 +159,6 @@ MicsGroups mics_groups(const Config& config, const std::shared_ptr<Communicator>
         world / size, size,
         spanning.empty() ? " (each within a host)" : str(" (", spanning, " span hosts)"),
         world / size);
-  }
   return mine;
 }
 
@@ -167,17 +180,8 @@ std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int 
              " does not divide the data-parallel group's ", world,
              " ranks; use the number of ranks per host (or a divisor of ", world, ")");
   const HostTopology hosts = discover_hosts(data);
-  std::shared_ptr<Communicator> mine;
   std::string spanning;
-  for (int first = 0; first < world; first += size) {
-    std::vector<int> ranks(static_cast<size_t>(size));
-    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = first + i;
-    auto group = data.new_group(ranks);
-    if (group) mine = group;
-    if (hosts.host_of[static_cast<size_t>(first)] !=
-        hosts.host_of[static_cast<size_t>(first + size - 1)])
-      spanning += str(spanning.empty() ? "" : " ", "[", first, "..", first + size - 1, "]");
-  }
+  std::shared_ptr<Communicator> mine = consecutive_group(data, size, hosts, &spanning);
   if (data.rank() == 0) {
     if (spanning.empty())
       spdlog::info("[rank 0] hpZ: secondary parameter groups of {} ranks, each within a host ({})",
@@ -188,7 +192,6 @@ std::shared_ptr<Communicator> secondary_partition_group(Communicator& data, int 
           "them cross the host links; zero_hpz_partition_size is best the ranks per host",
           spanning, hosts.to_string());
   }
-  ZERO_ASSERT(mine, "rank ", data.rank(), " in no hpZ group");
   return mine;
 }
 
