@@ -72,6 +72,10 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
+ShmGroup::Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  return ShmGroup::Clock::now() + timeout;
+}
+
 bool is_timeout_message(const std::string& what) {
   std::string lower(what);
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -142,6 +146,7 @@ GlooCommunicator::GlooCommunicator(GlooGroupSpec spec) : spec_(std::move(spec)) 
     throw CommError(msg);
   }
   context_ = std::move(context);
+  setup_shared_memory();
   worker_ = std::thread([this] { worker_loop(); });
   reporter_ = std::thread([this] { reporter_loop(); });
 }
@@ -231,6 +236,14 @@ void GlooCommunicator::run(Task& task) {
           task.caller);
   } catch (const Error&) {
     error = std::current_exception();
+  } catch (const ShmWaitError& e) {
+    if (e.exited.empty())
+      error = std::make_exception_ptr(
+          TimeoutError(str(where, " timed out after ", spec_.timeout.count(), " ms; ", e.what())));
+    else
+      error = std::make_exception_ptr(
+          CommError(str(where, " failed: the process of rank ", e.exited.front(),
+                        " exited while this rank waited for it in shared memory; ", e.what())));
   } catch (const std::exception& e) {
     if (is_timeout_message(e.what()) && task.p2p.empty()) {
       error = std::make_exception_ptr(TimeoutError(
@@ -306,6 +319,7 @@ WorkHandle GlooCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
   void* ptr = tensor.data_ptr();
   return issue("all_reduce", n * es, {tensor}, [=](uint32_t tag) {
     if (n == 0 || spec_.size == 1) return;
+    if (shm_) return shm_->all_reduce(ptr, n, dtype, op, deadline_after(spec_.timeout));
     gloo::AllreduceOptions opts(context_);
     with_width(es, [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(ptr), n); });
     opts.setReduceFunction(fn);
@@ -346,6 +360,8 @@ WorkHandle GlooCommunicator::reduce_scatter_v(const at::Tensor& input, at::Tenso
   void* in = input.data_ptr();
   void* out = output.data_ptr();
   return issue("reduce_scatter", total * es, {input, output}, [=](uint32_t tag) {
+    if (shm_)
+      return shm_->reduce_scatter_v(in, out, counts, dtype, op, deadline_after(spec_.timeout));
     ring_reduce_scatter(context_, in, out, counts, es, fn, tag, spec_.timeout, use, scratch_);
     if (op == ReduceOp::kAvg) divide_inplace(out, counts[spec_.rank], dtype, spec_.size);
   });
@@ -384,6 +400,7 @@ WorkHandle GlooCommunicator::all_gather_v(const at::Tensor& input, at::Tensor& o
       if (out != in) std::memcpy(out, in, total * es);
       return;
     }
+    if (shm_) return shm_->all_gather_v(in, out, counts, es, deadline_after(spec_.timeout));
     with_width(es, [&](auto t) {
       using T = decltype(t);
       if (equal) {
@@ -413,6 +430,7 @@ WorkHandle GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   void* ptr = tensor.data_ptr();
   return issue("broadcast", n * es, {tensor}, [=](uint32_t tag) {
     if (n == 0 || spec_.size == 1) return;
+    if (shm_) return shm_->broadcast(ptr, n * es, root, deadline_after(spec_.timeout));
     gloo::BroadcastOptions opts(context_);
     with_width(es, [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(ptr), n); });
     opts.setRoot(root);
@@ -425,6 +443,7 @@ WorkHandle GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
 WorkHandle GlooCommunicator::barrier() {
   return issue("barrier", 0, {}, [=](uint32_t tag) {
     if (spec_.size == 1) return;
+    if (shm_) return shm_->barrier(deadline_after(spec_.timeout));
     gloo::BarrierOptions opts(context_);
     opts.setTag(tag);
     opts.setTimeout(spec_.timeout);

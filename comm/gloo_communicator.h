@@ -5,6 +5,7 @@
 #include <zero/comm/communicator.h>
 
 #include "kv_store.h"
+#include "shm_group.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +30,8 @@ struct GlooGroupSpec {
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{600000};
+  Transport transport = Transport::kAuto;  // the group's sub-groups inherit it
+  int64_t shm_slot_bytes = 1 << 20;        // per rank and slot (two each) of a shared-memory group
 };
 
 // Reduce-scatter as a pipelined ring over Gloo unbound buffers: every rank sends and receives
@@ -56,15 +59,20 @@ struct P2PTransfer {
 void gloo_p2p(const std::shared_ptr<gloo::Context>& context, const std::vector<P2PTransfer>& ops,
               std::chrono::milliseconds timeout, const std::string& where);
 
+// The Gloo backend's group. Its collectives go through a shared-memory segment (shm_group.h) when
+// every rank runs on one host (host_key()) and the transport allows it, else over Gloo's TCP
+// pairs; point-to-point batches always over TCP.
 class GlooCommunicator final : public Communicator {
  public:
-  // Connects the full mesh of the group (blocks; TimeoutError names ranks that never came).
+  // Connects the full mesh of the group, then agrees on the transport (blocks; TimeoutError
+  // names ranks that never came).
   explicit GlooCommunicator(GlooGroupSpec spec);
   ~GlooCommunicator() override;
 
   int rank() const override { return spec_.rank; }
   int world_size() const override { return spec_.size; }
   Backend backend() const override { return Backend::kGloo; }
+  const char* transport() const override { return shm_ ? "shm" : "tcp"; }
 
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
@@ -89,6 +97,9 @@ class GlooCommunicator final : public Communicator {
   // point-to-point batch (`p2p`: its ops described) takes no sequence number and no arrival.
   WorkHandle issue(const char* op, int64_t bytes, std::vector<at::Tensor> tensors, Body body,
                    std::string p2p = "");
+  // Makes shm_ when the group shares a host and the transport allows it (collective, over the
+  // Gloo mesh). Throws CommError if Transport::kShm cannot be had.
+  void setup_shared_memory();
   void worker_loop();
   void reporter_loop();
   void run(Task& task);
@@ -97,7 +108,8 @@ class GlooCommunicator final : public Communicator {
 
   GlooGroupSpec spec_;
   std::shared_ptr<gloo::Context> context_;
-  std::vector<char> scratch_;  // worker thread only
+  std::unique_ptr<ShmGroup> shm_;  // null: TCP
+  std::vector<char> scratch_;      // worker thread only
   // Point-to-point messages numbered per peer and direction (worker thread only).
   std::vector<uint32_t> sent_to_, received_from_;
 

@@ -42,6 +42,28 @@ const char* to_string(Backend backend) {
   return backend == Backend::kGloo ? "gloo" : "nccl";
 }
 
+const char* to_string(Transport transport) {
+  switch (transport) {
+    case Transport::kAuto:
+      return "auto";
+    case Transport::kShm:
+      return "shm";
+    case Transport::kTcp:
+      return "tcp";
+  }
+  return "?";
+}
+
+Transport default_transport() {
+  const char* v = std::getenv("ZERO_COMM_TRANSPORT");
+  if (!v || !*v) return Transport::kAuto;
+  const std::string s(v);
+  if (s == "auto") return Transport::kAuto;
+  if (s == "shm") return Transport::kShm;
+  if (s == "tcp") return Transport::kTcp;
+  throw ConfigError(detail::str("ZERO_COMM_TRANSPORT='", s, "': expected auto, shm or tcp"));
+}
+
 namespace detail {
 namespace {
 
@@ -209,6 +231,7 @@ std::shared_ptr<Communicator> make_world(const RankEnv& env, const CommOptions& 
   spec.rank = env.rank;
   spec.size = env.world_size;
   spec.timeout = options.timeout;
+  spec.transport = options.transport;
   return std::make_shared<detail::GlooCommunicator>(std::move(spec));
 }
 

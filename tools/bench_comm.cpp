@@ -1,7 +1,8 @@
 // `zero bench comm`: collective bandwidth through our Communicator, run under zerorun; prints an
-// nccl-tests style table per op (size, time, algbw, busbw, and the host memcpy bandwidth of the
-// same bytes measured in the same run, every rank copying at once) or, with --json, one JSON
-// document.
+// nccl-tests style table per op (size, transport, time, algbw, busbw, and the host memcpy
+// bandwidth of the same bytes measured in the same run, every rank copying at once) or, with
+// --json, one JSON document. On the Gloo backend with the ranks on one host, every size is
+// measured through shared memory and through Gloo's TCP, alternately.
 #include <zero/comm/process_group.h>
 #include <zero/error.h>
 
@@ -25,8 +26,11 @@ const char* kUsage =
     "usage: zero bench comm [--backend gloo|nccl] [--ops "
     "all_reduce,reduce_scatter,all_gather,broadcast]\n"
     "                       [--min-bytes B] [--max-bytes B] [--factor F] [--sizes B1,B2,...]\n"
-    "                       [--iters N] [--warmup N] [--json]\n"
-    "  sizes accept K/M/G suffixes (powers of 1024); run under zerorun, e.g.\n"
+    "                       [--iters N] [--warmup N] [--transport auto|tcp|both] [--json]\n"
+    "  sizes accept K/M/G suffixes (powers of 1024); --transport (gloo): auto measures the\n"
+    "  job's transport (ZERO_COMM_TRANSPORT), tcp Gloo's TCP, both (the default) shared memory\n"
+    "  and TCP side by side when the ranks share a host (a second rendezvous on MASTER_PORT+1);\n"
+    "  run under zerorun, e.g.\n"
     "  zerorun --nproc_per_node 2 zero bench comm --sizes 1M,16M,128M\n";
 
 struct Options {
@@ -36,6 +40,7 @@ struct Options {
   int64_t min_bytes = 1 << 20, max_bytes = 128 << 20, factor = 2;
   int iters = 20, warmup = 3;
   bool json = false;
+  std::string transport = "both";
 };
 
 Options parse(const std::vector<std::string>& args) {
@@ -68,6 +73,10 @@ Options parse(const std::vector<std::string>& args) {
       o.iters = std::stoi(value());
     } else if (a == "--warmup") {
       o.warmup = std::stoi(value());
+    } else if (a == "--transport") {
+      o.transport = value();
+      ZERO_CHECK(o.transport == "auto" || o.transport == "tcp" || o.transport == "both", UsageError,
+                 "--transport: auto, tcp or both, not '", o.transport, "'");
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--help" || a == "-h") {
@@ -85,7 +94,7 @@ Options parse(const std::vector<std::string>& args) {
 }
 
 struct Result {
-  std::string op;
+  std::string op, transport;
   int64_t bytes;
   double time_us, algbw_gbps, busbw_gbps;
   double memcpy_gbps;  // one host memcpy of `bytes` on every rank at once (the slowest rank)
@@ -142,7 +151,13 @@ Result measure(Communicator& c, const Options& o, const std::string& op, int64_t
   const double copy_ns = slowest_ns(c, dev, o.iters, [&] {
     for (int i = 0; i < o.iters; ++i) std::memcpy(to.data(), from.data(), from.size());
   });
-  return {op, real_bytes, time_us, algbw, algbw * bus_factor(op, w), real_bytes / copy_ns};
+  return {op,
+          c.transport(),
+          real_bytes,
+          time_us,
+          algbw,
+          algbw * bus_factor(op, w),
+          real_bytes / copy_ns};
 }
 
 int run(const std::vector<std::string>& args) {
@@ -150,38 +165,48 @@ int run(const std::vector<std::string>& args) {
   const RankEnv env = detect_rank_env();
   CommOptions copts;
   copts.backend = o.backend;
-  auto c = init_communicator(env, copts);
+  if (o.transport == "tcp") copts.transport = Transport::kTcp;
+  std::vector<std::shared_ptr<Communicator>> comms{init_communicator(env, copts)};
+  if (o.backend == Backend::kGloo && o.transport == "both" &&
+      std::string(comms[0]->transport()) == "shm") {
+    RankEnv tcp_env = env;
+    tcp_env.master_port += 1;
+    copts.transport = Transport::kTcp;
+    comms.push_back(init_communicator(tcp_env, copts));
+  }
+  Communicator& c = *comms[0];
   const at::Device dev =
       o.backend == Backend::kNccl ? at::Device(at::kCUDA, env.local_rank) : at::Device(at::kCPU);
   std::vector<Result> results;
   for (const std::string& op : o.ops) {
-    if (!o.json && c->rank() == 0)
-      std::printf("# %s  backend %s  world %d  float32  iters %d\n# %14s %12s %12s %12s %13s\n",
-                  op.c_str(), to_string(o.backend), c->world_size(), o.iters, "size(B)", "time(us)",
-                  "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
-    for (int64_t bytes : o.sizes) {
-      Result r = measure(*c, o, op, bytes, dev);
-      results.push_back(r);
-      if (!o.json && c->rank() == 0)
-        std::printf("  %14lld %12.1f %12.3f %12.3f %13.3f\n", static_cast<long long>(r.bytes),
-                    r.time_us, r.algbw_gbps, r.busbw_gbps, r.memcpy_gbps);
-      std::fflush(stdout);
-    }
+    if (!o.json && c.rank() == 0)
+      std::printf("# %s  backend %s  world %d  float32  iters %d\n# %14s %9s %12s %12s %12s %13s\n",
+                  op.c_str(), to_string(o.backend), c.world_size(), o.iters, "size(B)", "transport",
+                  "time(us)", "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
+    for (int64_t bytes : o.sizes)
+      for (const auto& comm : comms) {
+        Result r = measure(*comm, o, op, bytes, dev);
+        results.push_back(r);
+        if (!o.json && c.rank() == 0)
+          std::printf("  %14lld %9s %12.1f %12.3f %12.3f %13.3f\n", static_cast<long long>(r.bytes),
+                      r.transport.c_str(), r.time_us, r.algbw_gbps, r.busbw_gbps, r.memcpy_gbps);
+        std::fflush(stdout);
+      }
   }
-  if (o.json && c->rank() == 0) {
+  if (o.json && c.rank() == 0) {
     std::printf("{\"backend\": \"%s\", \"world_size\": %d, \"results\": [", to_string(o.backend),
-                c->world_size());
+                c.world_size());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::printf(
-          "%s{\"op\": \"%s\", \"bytes\": %lld, \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
-          "\"busbw_gbps\": %.6f, \"memcpy_gbps\": %.6f}",
-          i ? ", " : "", r.op.c_str(), static_cast<long long>(r.bytes), r.time_us, r.algbw_gbps,
-          r.busbw_gbps, r.memcpy_gbps);
+          "%s{\"op\": \"%s\", \"transport\": \"%s\", \"bytes\": %lld, \"time_us\": %.3f, "
+          "\"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"memcpy_gbps\": %.6f}",
+          i ? ", " : "", r.op.c_str(), r.transport.c_str(), static_cast<long long>(r.bytes),
+          r.time_us, r.algbw_gbps, r.busbw_gbps, r.memcpy_gbps);
     }
     std::printf("]}\n");
   }
-  c->barrier()->synchronize();
+  for (const auto& comm : comms) comm->barrier()->synchronize();
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -142,6 +143,24 @@ void check_broadcast(Communicator& c, at::ScalarType dt, int64_t n) {
   }
 }
 
+// In place, as the stages call them: a reduce-scatter whose output is its own segment of the
+// input, and an all-gather whose input is its own chunk of the output.
+void check_aliased(Communicator& c, int64_t m) {
+  const int w = c.world_size(), r = c.rank();
+  at::Tensor buf = at::arange(w * m, at::kFloat) + r;
+  at::Tensor want = (at::arange(w * m, at::kFloat) * w + w * (w - 1) / 2).narrow(0, r * m, m);
+  at::Tensor mine = buf.narrow(0, r * m, m);
+  c.reduce_scatter(buf, mine, ReduceOp::kSum)->wait();
+  expect_equal(mine, want, "reduce_scatter into its own segment of the input");
+  at::Tensor gathered = at::zeros({w * m}, at::kFloat);
+  gathered.narrow(0, r * m, m).fill_(r);
+  at::Tensor chunk = gathered.narrow(0, r * m, m);
+  c.all_gather(chunk, gathered)->wait();
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < w; ++k) parts.push_back(at::full({m}, k, at::kFloat));
+  expect_equal(gathered, at::cat(parts), "all_gather from its own chunk of the output");
+}
+
 void check_everything(Communicator& c, bool large) {
   const int w = c.world_size();
   for (at::ScalarType dt : kDtypes) {
@@ -159,6 +178,8 @@ void check_everything(Communicator& c, bool large) {
     }
     for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{5000}}) check_broadcast(c, dt, n);
   }
+  for (int64_t m : {int64_t{1}, int64_t{3001}}) check_aliased(c, m);
+  if (large) check_aliased(c, 300007);
   c.barrier()->wait();
 }
 
@@ -249,8 +270,16 @@ void check_groups(Communicator& world, const RankEnv& env) {
   world.barrier()->wait();
 }
 
-int run_collectives(const RankEnv& env) {
+// --transport T: the world and a group made from it move their bytes through T.
+int run_collectives(const RankEnv& env, const std::string& transport) {
   auto world = init_communicator(env);
+  if (!transport.empty()) {
+    std::vector<int> all(env.world_size);
+    std::iota(all.begin(), all.end(), 0);
+    auto again = world->new_group(all);
+    expect(world->transport() == transport && again->transport() == transport,
+           "transport is " + transport + " (world: " + world->transport() + ")");
+  }
   check_everything(*world, true);
   check_async(*world);
   check_usage_errors(*world);
@@ -404,6 +433,27 @@ int run_timeout(const RankEnv& env, const std::string& mode, int absent, int tim
     return 0;
   }
   world->all_reduce(t, ReduceOp::kSum)->wait();  // seq 6 times out on the others
+  std::cout << "rank " << env.rank << ": unexpectedly completed\n";
+  return 0;
+}
+
+// peer-dies --victim V: every rank all-reduces 4 MiB again and again; after 20 of them rank V kills
+// itself (SIGKILL) from another thread, in the middle of a later one. The others must fail naming
+// it, long before the 60 s timeout.
+int run_peer_dies(const RankEnv& env, int victim) {
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(60000);
+  auto world = init_communicator(env, opts);
+  std::cout << "rank " << env.rank << ": transport " << world->transport() << std::endl;
+  at::Tensor t = at::ones({1 << 20}, at::kFloat);
+  for (int i = 0; i < 100000; ++i) {
+    if (i == 20 && env.rank == victim)
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::raise(SIGKILL);
+      }).detach();
+    world->all_reduce(t, ReduceOp::kAvg)->wait();
+  }
   std::cout << "rank " << env.rank << ": unexpectedly completed\n";
   return 0;
 }
@@ -589,7 +639,8 @@ int main(int argc, char** argv) {
   try {
     env = detect_rank_env();
     g_rank = env.rank;
-    if (mode == "collectives") return run_collectives(env);
+    if (mode == "collectives") return run_collectives(env, flag("--transport", ""));
+    if (mode == "peer-dies") return run_peer_dies(env, std::stoi(flag("--victim", "1")));
     if (mode == "grid")
       return run_grid(env, std::stoi(flag("--tp", "1")), std::stoi(flag("--pp", "1")));
     if (mode == "timeout")

@@ -25,9 +25,14 @@ enum class Backend { kGloo, kNccl };
 // receive buffers of a chunk's size, only a few 1 MiB segments. kKeep leaves the input as it
 // was; on Gloo that costs a copy of it. NCCL keeps the input either way.
 enum class InputUse { kKeep, kConsume };
+// How the Gloo backend's groups move their bytes: kAuto takes shared memory for a group whose ranks
+// share a host and TCP otherwise; kShm insists on shared memory (a group that cannot have it is
+// an error); kTcp is Gloo's TCP always.
+enum class Transport { kAuto, kShm, kTcp };
 
 const char* to_string(ReduceOp op);
 const char* to_string(Backend backend);
+const char* to_string(Transport transport);
 
 // A handle on one issued collective.
 // Gloo: the collective runs on the communicator's worker thread; wait() blocks the host
@@ -69,6 +74,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual Backend backend() const = 0;
+  // How its collectives move bytes: "shm" (shared memory, ranks of one host), "tcp" (Gloo's
+  // TCP pairs), "nccl".
+  virtual const char* transport() const { return to_string(backend()); }
 
   // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing
   // (rounded once to the dtype; integers truncate toward zero).

@@ -30,6 +30,7 @@ class HierarchicalCommunicator : public Communicator {
   int rank() const override { return flat_->rank(); }
   int world_size() const override { return flat_->world_size(); }
   Backend backend() const override { return flat_->backend(); }
+  const char* transport() const override { return flat_->transport(); }
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
                             InputUse use) override;

@@ -37,11 +37,14 @@ RankEnv detect_rank_env();
 
 // 10 minutes; the ZERO_TIMEOUT environment variable (seconds, > 0) overrides it.
 std::chrono::milliseconds default_timeout();
+// ZERO_COMM_TRANSPORT (auto, shm or tcp); unset: kAuto. ConfigError on any other value.
+Transport default_transport();
 
 struct CommOptions {
   Backend backend = Backend::kGloo;
   std::chrono::milliseconds timeout = default_timeout();
   int device_index = -1;  // NCCL: the CUDA device; -1 = env.local_rank
+  Transport transport = default_transport();  // Gloo; sub-groups inherit it
 };
 
 // Rendezvous through c10d::TCPStore (rank 0 hosts it at master_addr:master_port), then builds

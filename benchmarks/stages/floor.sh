@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The step time of ZeRO stages 0-3 on 2 ranks against the floor: what the ranks take with no
+# communication at all, i.e. as many independent single-process runs (world size 1, the same
+# per-rank micro batch, one intra-op thread each, as two ranks on this host get) started together.
+# Rounds alternate the configurations (floor, stage 0, 1, 2, 3) so that drifts of the machine
+# spread over all; each cell is the median over the rounds of the mean step time after the first
+# step (gpt_train --json_summary: rank 0's; the floor: the slower process's). A last run of each
+# stage with wall_clock_breakdown and the comms logger shows where its extra time goes.
+# Environment: BUILD_DIR (build), SHAPES ("small gpt2-small"), PRECISIONS ("fp32 bf16"),
+# STAGES ("0 1 2 3"), ROUNDS (3), STEPS_SMALL (40), STEPS_GPT2 (8), PORT (29960), BREAKDOWN (1).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+SHAPES=${SHAPES:-"small gpt2-small"}
+PRECISIONS=${PRECISIONS:-"fp32 bf16"}
+STAGES=${STAGES:-"0 1 2 3"}
+ROUNDS=${ROUNDS:-3}
+STEPS_SMALL=${STEPS_SMALL:-40}
+STEPS_GPT2=${STEPS_GPT2:-8}
+PORT=${PORT:-29960}
+BREAKDOWN=${BREAKDOWN:-1}
+RANKS=2
+source benchmarks/gpt_bins.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The arguments of gpt_train for a shape; its step count.
+shape_args() {
+  case "$1" in
+    small) echo "--steps $STEPS_SMALL" ;;  # the README's model: the example configs' defaults
+    gpt2-small) echo "--preset gpt2-small --steps $STEPS_GPT2 --set train_micro_batch_size_per_gpu=2" ;;
+    *) echo "floor.sh: unknown shape '$1' (small, gpt2-small)" >&2; exit 2 ;;
+  esac
+}
+
+# config STAGE PRECISION -> a ds_config path.
+config() {
+  local src="examples/gpt/ds_config_stage$1.json" out="$work/stage$1_$2.json"
+  if [ "$2" = bf16 ]; then sed '1a "bf16": {"enabled": true},' "$src" >"$out"; else cp "$src" "$out"; fi
+  echo "$out"
+}
+
+ms_of() { sed -n 's/.*"ms_per_step": \([0-9.]*\).*/\1/p' "$1" | head -1; }
+
+# run_floor SHAPE PRECISION -> ms per step of the slower of RANKS single processes.
+run_floor() {
+  local pids=() r
+  for ((r = 0; r < RANKS; r++)); do
+    # shellcheck disable=SC2046
+    env -u RANK -u WORLD_SIZE LOCAL_WORLD_SIZE=$RANKS "$train" --deepspeed_config "$(config 0 "$2")" \
+      $(shape_args "$1") --json_summary >"$work/floor$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || { echo "floor.sh: a floor process failed" >&2; cat "$work"/floor*.log >&2; exit 1; }; done
+  for ((r = 0; r < RANKS; r++)); do ms_of "$work/floor$r.log"; done | sort -g | tail -1
+}
+
+# run_stage SHAPE PRECISION STAGE [gpt_train args] -> rank 0's ms per step.
+run_stage() {
+  local shape=$1 precision=$2 stage=$3 log="$work/stage.log"
+  shift 3
+  PORT=$((PORT + 1))
+  # shellcheck disable=SC2046
+  "$zerorun" --nproc_per_node $RANKS --master_port $PORT "$train" --deepspeed_config \
+    "$(config "$stage" "$precision")" $(shape_args "$shape") --json_summary "$@" >"$log" 2>&1 || {
+    echo "floor.sh: stage $stage failed:" >&2; tail -20 "$log" >&2; exit 1; }
+  ms_of "$log"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "Step time against the floor: $RANKS ranks on $(nproc) cores, transport ${ZERO_COMM_TRANSPORT:-auto}, medians of $ROUNDS alternated rounds."
+echo
+echo "| shape | precision | run | step ms | vs floor |"
+echo "|---|---|---|---|---|"
+for shape in $SHAPES; do
+  for precision in $PRECISIONS; do
+    : >"$work/times"
+    for ((round = 0; round < ROUNDS; round++)); do
+      echo "floor $(run_floor "$shape" "$precision")" >>"$work/times"
+      for stage in $STAGES; do
+        echo "stage$stage $(run_stage "$shape" "$precision" "$stage")" >>"$work/times"
+      done
+    done
+    floor=$(awk '$1 == "floor" { print $2 }' "$work/times" | median)
+    for run in floor $(for s in $STAGES; do echo "stage$s"; done); do
+      ms=$(awk -v r="$run" '$1 == r { print $2 }' "$work/times" | median)
+      awk -v s="$shape" -v p="$precision" -v r="$run" -v ms="$ms" -v f="$floor" \
+        'BEGIN { sub(/stage/, "stage ", r); printf "| %s | %s | %s | %.1f | %.3fx |\n", s, p, r, ms, ms / f }'
+    done
+  done
+done
+
+[ "$BREAKDOWN" = 1 ] || exit 0
+echo
+echo "Where each stage's step goes (one run each, fp32, wall_clock_breakdown and comms_logger on; rank 0's"
+echo "engine lines of the last step printed):"
+for shape in $SHAPES; do
+  for stage in $STAGES; do
+    run_stage "$shape" fp32 "$stage" --set wall_clock_breakdown=true --set comms_logger.enabled=true \
+      --set steps_per_print=1 >/dev/null
+    echo
+    echo "$shape, stage $stage:"
+    grep -E "^\[rank 0\] .*(time \(ms\)|comm|exposed)" "$work/stage.log" | tail -4 | sed 's/^\[rank 0\] /    /'
+  done
+done

@@ -1,0 +1,251 @@
+// The shared-memory segment of a group: its making, attaching and removal, the orphan sweep, and
+// the barrier (per-rank step counters, a short spin, then a futex wait with a deadline that also
+// watches whether the awaited process still exists).
+#include "shm_group.h"
+
+#include <zero/error.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace zero::detail {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x7a65726f73686d31ULL;  // "zeroshm1"
+const std::string kPrefix = "zero-shm-";
+
+size_t round_up(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
+
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) == -1 && errno == ESRCH) return true;
+  // A rank that died but is not reaped yet is a zombie: gone for our purposes.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Not FUTEX_PRIVATE: the word is shared between processes.
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+// Whether `step` was reached by a counter now at `at` (steps wrap around).
+bool reached(uint32_t at, uint32_t step) {
+  return static_cast<int32_t>(at - step) >= 0;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+struct ShmGroup::Header {
+  uint64_t magic;
+  uint64_t nonce;
+  int32_t size;
+  int64_t slot_bytes;
+  uint64_t data_offset;
+};
+
+struct alignas(128) ShmGroup::RankControl {
+  std::atomic<uint32_t> step;     // the last barrier step this rank reached
+  std::atomic<uint32_t> waiters;  // processes asleep on `step`
+  std::atomic<int32_t> pid;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
+
+std::vector<std::string> remove_orphan_segments(const std::string& dir) {
+  std::vector<std::string> removed;
+  const std::string mine = kPrefix + std::to_string(::getuid()) + "-";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return removed;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(mine, 0) != 0) continue;
+    const std::string rest = name.substr(mine.size());  // "<pid>-<n>"
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (pid <= 0 || !end || *end != '-') continue;
+    if (!process_gone(static_cast<pid_t>(pid))) continue;
+    if (::shm_unlink(("/" + name).c_str()) == 0) removed.push_back(name);
+  }
+  ::closedir(d);
+  return removed;
+}
+
+ShmGroup::ShmGroup(std::string name, void* base, size_t bytes, int rank, int size)
+    : name_(std::move(name)), base_(base), bytes_(bytes), rank_(rank), size_(size) {
+  if (const char* v = std::getenv("ZERO_SHM_SPIN_US"); v && *v) spin_ns_ = std::atoll(v) * 1000;
+  control(rank_).pid.store(static_cast<int32_t>(::getpid()));
+  watch_pid_.assign(size_, false);
+}
+
+std::unique_ptr<ShmGroup> ShmGroup::create(int size, int64_t slot_bytes) {
+  static std::atomic<int> counter{0};
+  remove_orphan_segments();
+  const std::string name = "/" + kPrefix + std::to_string(::getuid()) + "-" +
+                           std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const size_t controls = round_up(sizeof(Header), 128) + sizeof(RankControl) * size;
+  const size_t data_offset = round_up(controls, 4096);
+  const size_t bytes = data_offset + static_cast<size_t>(size) * 2 * slot_bytes;
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno));
+  // posix_fallocate, not ftruncate alone: a full /dev/shm must fail here, not as a SIGBUS later.
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  void* base =
+      rc == 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  const int map_errno = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    ::shm_unlink(name.c_str());
+    throw CommError(str("cannot reserve ", bytes, " bytes of shared memory for ", size, " ranks (",
+                        name, "): ", std::strerror(rc ? rc : map_errno)));
+  }
+  auto* header = new (base) Header{};
+  header->magic = kMagic;
+  header->nonce = std::random_device{}() * 0x100000001ULL ^ std::random_device{}();
+  header->size = size;
+  header->slot_bytes = slot_bytes;
+  header->data_offset = data_offset;
+  auto* controls_at = reinterpret_cast<char*>(base) + round_up(sizeof(Header), 128);
+  for (int r = 0; r < size; ++r) new (controls_at + r * sizeof(RankControl)) RankControl{};
+  return std::unique_ptr<ShmGroup>(new ShmGroup(name, base, bytes, 0, size));
+}
+
+std::unique_ptr<ShmGroup> ShmGroup::attach(const std::string& name, uint64_t nonce, int rank,
+                                           int size) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno),
+             " (the ranks do not share /dev/shm)");
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(Header));
+  void* base =
+      ok ? ::mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  const int map_errno = errno;
+  ::close(fd);
+  ZERO_CHECK(base != MAP_FAILED, CommError, "cannot map ", name, ": ",
+             ok ? std::strerror(map_errno) : "too small");
+  const auto* header = static_cast<const Header*>(base);
+  if (header->magic != kMagic || header->nonce != nonce || header->size != size) {
+    ::munmap(base, st.st_size);
+    throw CommError(str(name, " is not this group's segment (another job's, or a stale one)"));
+  }
+  return std::unique_ptr<ShmGroup>(new ShmGroup(name, base, st.st_size, rank, size));
+}
+
+ShmGroup::~ShmGroup() {
+  if (!unlinked_ && rank_ == 0) ::shm_unlink(name_.c_str());
+  if (base_) ::munmap(base_, bytes_);
+}
+
+uint64_t ShmGroup::nonce() const {
+  return static_cast<const Header*>(base_)->nonce;
+}
+int64_t ShmGroup::slot_bytes() const {
+  return static_cast<const Header*>(base_)->slot_bytes;
+}
+
+void ShmGroup::all_attached() {
+  // Every rank is attached: its pid is in its control block, and which of them this process can
+  // watch is known now.
+  for (int r = 0; r < size_; ++r) {
+    const int32_t pid = control(r).pid.load();
+    watch_pid_[r] = r != rank_ && pid > 0 && ::kill(pid, 0) == 0;
+  }
+  if (unlinked_) return;
+  unlinked_ = true;
+  if (rank_ == 0) ::shm_unlink(name_.c_str());
+}
+
+ShmGroup::RankControl& ShmGroup::control(int rank) const {
+  auto* at = static_cast<char*>(base_) + round_up(sizeof(Header), 128);
+  return *reinterpret_cast<RankControl*>(at + rank * sizeof(RankControl));
+}
+
+char* ShmGroup::slot(int rank, int buffer) const {
+  const auto* header = static_cast<const Header*>(base_);
+  return static_cast<char*>(base_) + header->data_offset +
+         (static_cast<size_t>(rank) * 2 + buffer) * header->slot_bytes;
+}
+
+bool ShmGroup::peer_exited(int peer) const {
+  return watch_pid_[peer] && process_gone(static_cast<pid_t>(control(peer).pid.load()));
+}
+
+void ShmGroup::sync(Clock::time_point deadline) {
+  const uint32_t step = ++step_;
+  RankControl& me = control(rank_);
+  me.step.store(step);
+  if (me.waiters.load() > 0) futex(&me.step, FUTEX_WAKE, INT_MAX, nullptr);
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) wait_for(r, step, deadline);
+}
+
+void ShmGroup::wait_for(int peer, uint32_t step, Clock::time_point deadline) {
+  RankControl& c = control(peer);
+  if (reached(c.step.load(std::memory_order_acquire), step)) return;
+  const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns_);
+  for (int i = 1;; ++i) {
+    if (reached(c.step.load(std::memory_order_acquire), step)) return;
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if (i % 64 == 0 && Clock::now() >= spin_until) break;
+  }
+  c.waiters.fetch_add(1);
+  struct Leave {
+    std::atomic<uint32_t>& w;
+    ~Leave() { w.fetch_sub(1); }
+  } leave{c.waiters};
+  for (;;) {
+    const uint32_t at = c.step.load();
+    if (reached(at, step)) return;
+    const auto now = Clock::now();
+    if (now >= deadline || peer_exited(peer)) {
+      std::vector<int> missing, exited;
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || reached(control(r).step.load(), step)) continue;
+        missing.push_back(r);
+        if (peer_exited(r)) exited.push_back(r);
+      }
+      throw ShmWaitError(missing, exited,
+                         exited.empty() ? str("ranks that had not arrived: ", rank_list(missing))
+                                        : str("ranks whose process exited: ", rank_list(exited)));
+    }
+    // Sleep in slices, so a peer's exit is noticed within one.
+    const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    futex(&c.step, FUTEX_WAIT, at, &ts);
+  }
+}
+
+}  // namespace zero::detail
