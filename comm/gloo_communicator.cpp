@@ -468,9 +468,10 @@ WorkHandle GlooCommunicator::batch_p2p(std::vector<P2POp> ops) {
         if (sent_to_.empty()) sent_to_.assign(spec_.size, 0), received_from_.assign(spec_.size, 0);
         for (P2PTransfer& t : transfers)
           t.message = (t.kind == P2POp::Kind::kSend ? sent_to_ : received_from_)[t.peer]++;
-        gloo_p2p(
-            context_, transfers, spec_.timeout,
-            str("batch_p2p (group '", spec_.name, "', rank ", spec_.rank, " of ", spec_.size, ")"));
+        const std::string where =
+            str("batch_p2p (group '", spec_.name, "', rank ", spec_.rank, " of ", spec_.size, ")");
+        if (shm_) return shm_->p2p(transfers, deadline_after(spec_.timeout), spec_.timeout, where);
+        gloo_p2p(context_, transfers, spec_.timeout, where);
       },
       std::move(described));
 }

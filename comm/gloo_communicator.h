@@ -5,6 +5,7 @@
 #include <zero/comm/communicator.h>
 
 #include "kv_store.h"
+#include "p2p.h"
 #include "shm_group.h"
 
 #include <atomic>
@@ -44,16 +45,6 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, void* in
                          std::chrono::milliseconds timeout, InputUse use,
                          std::vector<char>& scratch);
 
-// One transfer of a point-to-point batch, with the number of its message between this rank and
-// `peer` in its direction (the slot's tag).
-struct P2PTransfer {
-  P2POp::Kind kind = P2POp::Kind::kSend;
-  void* data = nullptr;
-  size_t bytes = 0;
-  int peer = 0;
-  uint32_t message = 0;
-};
-
 // Runs one batch (gloo_p2p.cpp): receives posted first, then sends, then every one waited for
 // until `timeout`; a TimeoutError names `where`, the peer, the direction and the message.
 void gloo_p2p(const std::shared_ptr<gloo::Context>& context, const std::vector<P2PTransfer>& ops,
@@ -61,7 +52,7 @@ void gloo_p2p(const std::shared_ptr<gloo::Context>& context, const std::vector<P
 
 // The Gloo backend's group. Its collectives go through a shared-memory segment (shm_group.h) when
 // every rank runs on one host (host_key()) and the transport allows it, else over Gloo's TCP
-// pairs; point-to-point batches always over TCP.
+// pairs; point-to-point batches likewise.
 class GlooCommunicator final : public Communicator {
  public:
   // Connects the full mesh of the group, then agrees on the transport (blocks; TimeoutError

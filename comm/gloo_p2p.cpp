@@ -48,18 +48,14 @@ void gloo_p2p(const std::shared_ptr<gloo::Context>& context, const std::vector<P
     if (!buffers[i]) continue;
     const P2PTransfer& o = ops[i];
     const bool receive = o.kind == P2POp::Kind::kRecv;
-    const std::string what =
-        str(where, ": ", to_string(o.kind), receive ? " from rank " : " to rank ", o.peer,
-            " (message ", o.message, " of that pair, ", o.bytes, " bytes)");
+    const std::string what = p2p_transfer_name(where, o);
     bool done = false;
     try {
       done = receive ? buffers[i]->waitRecv(remaining()) : buffers[i]->waitSend(remaining());
     } catch (const ::gloo::IoException& e) {
       const std::string message = e.what();
       if (message.find("imed out") != std::string::npos)
-        throw TimeoutError(str(what, " timed out after ", timeout.count(), " ms: rank ", o.peer,
-                               receive ? " did not send it" : " did not receive it",
-                               "; gloo: ", message));
+        throw p2p_timeout(where, o, timeout, "; gloo: " + message);
       throw CommError(str(what, " failed: gloo: ", message));
     }
     ZERO_CHECK(done, CommError, what, " was aborted");

@@ -49,5 +49,18 @@ int64_t p2p_bytes(const std::vector<P2POp>& ops) {
   return bytes;
 }
 
+std::string p2p_transfer_name(const std::string& where, const P2PTransfer& o) {
+  const bool receive = o.kind == P2POp::Kind::kRecv;
+  return str(where, ": ", to_string(o.kind), receive ? " from rank " : " to rank ", o.peer,
+             " (message ", o.message, " of that pair, ", o.bytes, " bytes)");
+}
+
+TimeoutError p2p_timeout(const std::string& where, const P2PTransfer& o,
+                         std::chrono::milliseconds timeout, const std::string& detail) {
+  return TimeoutError(
+      str(p2p_transfer_name(where, o), " timed out after ", timeout.count(), " ms: rank ", o.peer,
+          o.kind == P2POp::Kind::kRecv ? " did not send it" : " did not receive it", detail));
+}
+
 }  // namespace detail
 }  // namespace zero

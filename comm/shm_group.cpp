@@ -73,12 +73,16 @@ struct ShmGroup::Header {
   int32_t size;
   int64_t slot_bytes;
   uint64_t data_offset;
+  uint64_t p2p_offset;      // the point-to-point channels: size x size of them, then their chunks
+  int64_t p2p_chunk_bytes;  // data bytes per chunk (each chunk starts with a ChunkHeader)
 };
 
 struct alignas(128) ShmGroup::RankControl {
   std::atomic<uint32_t> step;     // the last barrier step this rank reached
   std::atomic<uint32_t> waiters;  // processes asleep on `step`
   std::atomic<int32_t> pid;
+  std::atomic<uint32_t> doorbell;      // rung when a channel to or from this rank moved
+  std::atomic<uint32_t> bell_waiters;  // processes asleep on `doorbell`
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
 
@@ -106,6 +110,8 @@ ShmGroup::ShmGroup(std::string name, void* base, size_t bytes, int rank, int siz
   if (const char* v = std::getenv("ZERO_SHM_SPIN_US"); v && *v) spin_ns_ = std::atoll(v) * 1000;
   control(rank_).pid.store(static_cast<int32_t>(::getpid()));
   watch_pid_.assign(size_, false);
+  sent_chunks_.assign(size_, 0);
+  received_chunks_.assign(size_, 0);
 }
 
 std::unique_ptr<ShmGroup> ShmGroup::create(int size, int64_t slot_bytes) {
@@ -115,7 +121,10 @@ std::unique_ptr<ShmGroup> ShmGroup::create(int size, int64_t slot_bytes) {
                            std::to_string(::getpid()) + "-" + std::to_string(counter++);
   const size_t controls = round_up(sizeof(Header), 128) + sizeof(RankControl) * size;
   const size_t data_offset = round_up(controls, 4096);
-  const size_t bytes = data_offset + static_cast<size_t>(size) * 2 * slot_bytes;
+  const size_t p2p_offset = data_offset + static_cast<size_t>(size) * 2 * slot_bytes;
+  const size_t pairs = static_cast<size_t>(size) * size;
+  const size_t bytes = p2p_offset + pairs * sizeof(Channel) +
+                       pairs * kChunksPerChannel * (kChunkHeaderBytes + kP2PChunkBytes);
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno));
   // posix_fallocate, not ftruncate alone: a full /dev/shm must fail here, not as a SIGBUS later.
@@ -135,6 +144,10 @@ std::unique_ptr<ShmGroup> ShmGroup::create(int size, int64_t slot_bytes) {
   header->size = size;
   header->slot_bytes = slot_bytes;
   header->data_offset = data_offset;
+  header->p2p_offset = p2p_offset;
+  header->p2p_chunk_bytes = kP2PChunkBytes;
+  for (size_t i = 0; i < pairs; ++i)
+    new (static_cast<char*>(base) + p2p_offset + i * sizeof(Channel)) Channel{};
   auto* controls_at = reinterpret_cast<char*>(base) + round_up(sizeof(Header), 128);
   for (int r = 0; r < size; ++r) new (controls_at + r * sizeof(RankControl)) RankControl{};
   return std::unique_ptr<ShmGroup>(new ShmGroup(name, base, bytes, 0, size));
@@ -194,6 +207,52 @@ char* ShmGroup::slot(int rank, int buffer) const {
   const auto* header = static_cast<const Header*>(base_);
   return static_cast<char*>(base_) + header->data_offset +
          (static_cast<size_t>(rank) * 2 + buffer) * header->slot_bytes;
+}
+
+ShmGroup::Channel& ShmGroup::channel(int from, int to) const {
+  const auto* header = static_cast<const Header*>(base_);
+  auto* at = static_cast<char*>(base_) + header->p2p_offset;
+  return reinterpret_cast<Channel*>(at)[from * size_ + to];
+}
+
+char* ShmGroup::chunk(int from, int to, uint32_t index) const {
+  const auto* header = static_cast<const Header*>(base_);
+  const size_t pairs = static_cast<size_t>(size_) * size_;
+  const size_t chunk_bytes = kChunkHeaderBytes + header->p2p_chunk_bytes;
+  const size_t pair = static_cast<size_t>(from) * size_ + to;
+  return static_cast<char*>(base_) + header->p2p_offset + pairs * sizeof(Channel) +
+         (pair * kChunksPerChannel + index % kChunksPerChannel) * chunk_bytes;
+}
+
+int64_t ShmGroup::p2p_chunk_bytes() const {
+  return static_cast<const Header*>(base_)->p2p_chunk_bytes;
+}
+
+void ShmGroup::ring(int rank) {
+  RankControl& c = control(rank);
+  c.doorbell.fetch_add(1);
+  if (c.bell_waiters.load() > 0) futex(&c.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+uint32_t ShmGroup::my_doorbell() const { return control(rank_).doorbell.load(); }
+
+void ShmGroup::wait_bell(uint32_t seen, Clock::time_point until) {
+  RankControl& c = control(rank_);
+  const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns_);
+  for (int i = 1;; ++i) {
+    if (c.doorbell.load(std::memory_order_acquire) != seen) return;
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if (i % 64 == 0 && Clock::now() >= spin_until) break;
+  }
+  const auto now = Clock::now();
+  if (now >= until) return;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  c.bell_waiters.fetch_add(1);
+  futex(&c.doorbell, FUTEX_WAIT, seen, &ts);
+  c.bell_waiters.fetch_sub(1);
 }
 
 bool ShmGroup::peer_exited(int peer) const {

@@ -10,8 +10,10 @@
 
 #include <zero/comm/communicator.h>
 
+#include "p2p.h"
 #include "reduce_kernels.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -68,10 +70,22 @@ class ShmGroup {
                     Clock::time_point deadline);
   void broadcast(void* data, size_t bytes, int root, Clock::time_point deadline);
   void barrier(Clock::time_point deadline);
+  // A point-to-point batch (shm_p2p.cpp): per ordered pair of ranks a channel of two chunks in
+  // the segment; the batch's transfers progress together, so opposite orders cannot deadlock.
+  // Throws TimeoutError / CommError in the Gloo transport's words (`where` + the transfer).
+  void p2p(const std::vector<P2PTransfer>& ops, Clock::time_point deadline,
+           std::chrono::milliseconds timeout, const std::string& where);
 
  private:
   struct Header;
   struct RankControl;
+  struct alignas(64) Channel {
+    std::atomic<uint32_t> written;               // chunks the sender has written so far
+    alignas(64) std::atomic<uint32_t> consumed;  // chunks the receiver has read so far
+  };
+  static constexpr int kChunksPerChannel = 2;
+  static constexpr size_t kChunkHeaderBytes = 64;
+  static constexpr int64_t kP2PChunkBytes = 64 << 10;
   ShmGroup(std::string name, void* base, size_t bytes, int rank, int size);
 
   RankControl& control(int rank) const;
@@ -80,6 +94,16 @@ class ShmGroup {
   void sync(Clock::time_point deadline);
   void wait_for(int peer, uint32_t step, Clock::time_point deadline);
   bool peer_exited(int peer) const;
+  Channel& channel(int from, int to) const;
+  char* chunk(int from, int to, uint32_t index) const;  // its header, then its data
+  int64_t p2p_chunk_bytes() const;
+  void ring(int rank);  // a channel to or from `rank` moved
+  uint32_t my_doorbell() const;
+  // Returns once this rank's doorbell is no longer `seen`, or at `until`.
+  void wait_bell(uint32_t seen, Clock::time_point until);
+  // One chunk of transfer `o` (of which `done` bytes moved) if its channel allows; false if not.
+  bool send_chunk(const P2PTransfer& o, size_t& done);
+  bool recv_chunk(const P2PTransfer& o, size_t& done, const std::string& where);
   int next_buffer() { return buffer_ ^= 1; }
   // dst = src_0 op src_1 op ... in rank order (n elements of es bytes; dst may alias any source).
   void reduce_ranks(void* dst, const std::vector<const void*>& srcs, size_t n, size_t es,
@@ -93,7 +117,8 @@ class ShmGroup {
   int buffer_ = 0;     // which of its two slots the last round used
   bool unlinked_ = false;
   std::vector<bool> watch_pid_;  // peers whose pid this process can see (same pid namespace)
-  int64_t spin_ns_ = 20000;      // how long a wait spins before it sleeps on the futex
+  std::vector<uint32_t> sent_chunks_, received_chunks_;  // per peer, over the job
+  int64_t spin_ns_ = 20000;  // how long a wait spins before it sleeps on the futex
 };
 
 }  // namespace zero::detail

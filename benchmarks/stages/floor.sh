@@ -33,12 +33,13 @@ shape_args() {
   esac
 }
 
-# config STAGE PRECISION -> a ds_config path.
-config() {
-  local src="examples/gpt/ds_config_stage$1.json" out="$work/stage$1_$2.json"
-  if [ "$2" = bf16 ]; then sed '1a "bf16": {"enabled": true},' "$src" >"$out"; else cp "$src" "$out"; fi
-  echo "$out"
-}
+# The configs, made once: config STAGE PRECISION -> its path.
+for stage in 0 1 2 3; do
+  src="examples/gpt/ds_config_stage$stage.json"
+  cp "$src" "$work/stage${stage}_fp32.json"
+  sed '1a "bf16": {"enabled": true},' "$src" >"$work/stage${stage}_bf16.json"
+done
+config() { echo "$work/stage$1_$2.json"; }
 
 ms_of() { sed -n 's/.*"ms_per_step": \([0-9.]*\).*/\1/p' "$1" | head -1; }
 
@@ -93,14 +94,18 @@ done
 
 [ "$BREAKDOWN" = 1 ] || exit 0
 echo
-echo "Where each stage's step goes (one run each, fp32, wall_clock_breakdown and comms_logger on; rank 0's"
-echo "engine lines of the last step printed):"
+echo "Where a step goes (one more run of each stage, fp32: wall_clock_breakdown's means over the second"
+echo "half of the steps, rank 0's (min..max over ranks); comm = the comms logger's summed latency of"
+echo "every collective per step, most of it overlapped with the backward):"
+echo
 for shape in $SHAPES; do
+  steps=$(shape_args "$shape" | sed 's/.*--steps \([0-9]*\).*/\1/')
   for stage in $STAGES; do
     run_stage "$shape" fp32 "$stage" --set wall_clock_breakdown=true --set comms_logger.enabled=true \
-      --set steps_per_print=1 >/dev/null
-    echo
-    echo "$shape, stage $stage:"
-    grep -E "^\[rank 0\] .*(time \(ms\)|comm|exposed)" "$work/stage.log" | tail -4 | sed 's/^\[rank 0\] /    /'
+      --set steps_per_print=$((steps / 2)) >/dev/null
+    comm=$(awk -v steps="$steps" '$1 == "[rank" && $3 ~ /^[0-9.]+$/ && NF >= 10 { sum += $6 }
+      END { printf "%.2f", sum / steps }' "$work/stage.log")
+    line=$(grep -E "\[rank 0\] time \(ms\)" "$work/stage.log" | tail -1 | sed 's/.*\[rank 0\] time (ms) | //; s/ | mean per step.*//')
+    echo "- $shape, stage $stage: $line | comm: $comm"
   done
 done
