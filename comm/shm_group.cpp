@@ -49,6 +49,12 @@ bool process_gone(pid_t pid) {
          (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
 
+// 0 when unknown: then no peer's pid is trusted.
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   // Not FUTEX_PRIVATE: the word is shared between processes.
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
@@ -81,8 +87,9 @@ struct alignas(128) ShmGroup::RankControl {
   std::atomic<uint32_t> step;     // the last barrier step this rank reached
   std::atomic<uint32_t> waiters;  // processes asleep on `step`
   std::atomic<int32_t> pid;
-  std::atomic<uint32_t> doorbell;      // rung when a channel to or from this rank moved
-  std::atomic<uint32_t> bell_waiters;  // processes asleep on `doorbell`
+  std::atomic<uint64_t> pid_namespace;  // the inode of /proc/self/ns/pid: pids compare within one
+  std::atomic<uint32_t> doorbell;       // rung when a channel to or from this rank moved
+  std::atomic<uint32_t> bell_waiters;   // processes asleep on `doorbell`
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
 
@@ -109,6 +116,7 @@ ShmGroup::ShmGroup(std::string name, void* base, size_t bytes, int rank, int siz
     : name_(std::move(name)), base_(base), bytes_(bytes), rank_(rank), size_(size) {
   if (const char* v = std::getenv("ZERO_SHM_SPIN_US"); v && *v) spin_ns_ = std::atoll(v) * 1000;
   control(rank_).pid.store(static_cast<int32_t>(::getpid()));
+  control(rank_).pid_namespace.store(pid_namespace());
   watch_pid_.assign(size_, false);
   sent_chunks_.assign(size_, 0);
   received_chunks_.assign(size_, 0);
@@ -189,9 +197,11 @@ int64_t ShmGroup::slot_bytes() const {
 void ShmGroup::all_attached() {
   // Every rank is attached: its pid is in its control block, and which of them this process can
   // watch is known now.
+  const uint64_t ns = pid_namespace();
   for (int r = 0; r < size_; ++r) {
     const int32_t pid = control(r).pid.load();
-    watch_pid_[r] = r != rank_ && pid > 0 && ::kill(pid, 0) == 0;
+    watch_pid_[r] = r != rank_ && pid > 0 && ns != 0 && control(r).pid_namespace.load() == ns &&
+                    ::kill(pid, 0) == 0;
   }
   if (unlinked_) return;
   unlinked_ = true;
@@ -234,7 +244,9 @@ void ShmGroup::ring(int rank) {
   if (c.bell_waiters.load() > 0) futex(&c.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-uint32_t ShmGroup::my_doorbell() const { return control(rank_).doorbell.load(); }
+uint32_t ShmGroup::my_doorbell() const {
+  return control(rank_).doorbell.load();
+}
 
 void ShmGroup::wait_bell(uint32_t seen, Clock::time_point until) {
   RankControl& c = control(rank_);

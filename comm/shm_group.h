@@ -57,7 +57,8 @@ class ShmGroup {
   uint64_t nonce() const;
   int64_t slot_bytes() const;
   // Once every rank attached: removes the name (the mapping lives on until the last rank unmaps)
-  // and notes which peers' processes this one can watch (those in its pid namespace).
+  // and notes which peers' processes this one can watch (those in its pid namespace: a pid from
+  // another namespace may name an unrelated process here).
   void all_attached();
 
   // The collectives (the Communicator's contracts, on raw buffers of `n` / counts elements of

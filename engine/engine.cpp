@@ -504,10 +504,15 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
     const std::string ranks = grid && grid->tensor_size() > 1
                                   ? detail::str("the data group of ", grid->to_string())
                                   : detail::str(comm->world_size(), " ranks");
+    const std::string transport = std::string(comm->transport());
+    const std::string over = comm->backend() == Backend::kNccl ? "NCCL"
+                             : transport == "shm"              ? "Gloo over shared memory"
+                             : transport == "tcp"              ? "Gloo over TCP"
+                                                               : "one process";
     spdlog::info(
-        "[rank 0] ZeRO stage {} on {}: {} trainable parameters ({} elements padded), "
+        "[rank 0] ZeRO stage {} on {} ({}): {} trainable parameters ({} elements padded), "
         "optimizer {}{}, {}",
-        stage, ranks, specs.size(), padded_numel, optimizer_type, states_at, precision);
+        stage, ranks, over, specs.size(), padded_numel, optimizer_type, states_at, precision);
     spdlog::info("[rank 0] memory{}: {}",
                  grid && grid->tensor_size() > 1 ? " (rank 0's slices, " + grid->to_string() + ")"
                                                  : std::string(),

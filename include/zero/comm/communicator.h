@@ -75,7 +75,7 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual Backend backend() const = 0;
   // How its collectives move bytes: "shm" (shared memory, ranks of one host), "tcp" (Gloo's
-  // TCP pairs), "nccl".
+  // TCP pairs), "self" (a Gloo group of one rank), "nccl".
   virtual const char* transport() const { return to_string(backend()); }
 
   // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing
