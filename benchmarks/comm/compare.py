@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-# Runs `zero bench comm --json` and gloo_direct_bench --json alternately ROUNDS times per world
-# size under zerorun, keeps the best time of each (op, bytes) (robust to a busy machine) and
-# prints one Markdown table: ours vs direct Gloo, busbw and our overhead in percent.
+# Runs `zero bench comm --transport tcp --json` (our Gloo TCP path) and gloo_direct_bench --json
+# alternately ROUNDS times per world size under zerorun, keeps the best time of each (op, bytes)
+# (robust to a busy machine) and prints one Markdown table: ours vs direct Gloo, busbw and our
+# overhead in percent.
 import argparse, json, re, subprocess, sys
 
 p = argparse.ArgumentParser()
@@ -27,7 +28,7 @@ rows = []
 for world in [int(w) for w in a.worlds.split(",")]:
     best = {}
     for _ in range(a.rounds):
-        for name, cmd in (("ours", [f"{a.bin}/zero", "bench", "comm"]), ("direct", [f"{a.bin}/gloo_direct_bench"])):
+        for name, cmd in (("ours", [f"{a.bin}/zero", "bench", "comm", "--transport", "tcp"]), ("direct", [f"{a.bin}/gloo_direct_bench"])):
             doc = run(world, cmd + ["--sizes", a.sizes, "--iters", a.iters, "--json"])
             for r in doc["results"]:
                 key = (name, r["op"], r["bytes"])

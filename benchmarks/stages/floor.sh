@@ -33,13 +33,17 @@ shape_args() {
   esac
 }
 
-# The configs, made once: config STAGE PRECISION -> its path.
+# The configs, made once: config SHAPE STAGE PRECISION -> its path. The small model runs the
+# example's per-stage configs; GPT-2 small its own (buckets and prefetch sized for its layers)
+# with the stage set.
 for stage in 0 1 2 3; do
   src="examples/gpt/ds_config_stage$stage.json"
-  cp "$src" "$work/stage${stage}_fp32.json"
-  sed '1a "bf16": {"enabled": true},' "$src" >"$work/stage${stage}_bf16.json"
+  cp "$src" "$work/small_stage${stage}_fp32.json"
+  sed '1a "bf16": {"enabled": true},' "$src" >"$work/small_stage${stage}_bf16.json"
+  sed "s/\"stage\": 3,/\"stage\": $stage,/" examples/gpt/ds_config_gpt2_small.json >"$work/gpt2-small_stage${stage}_fp32.json"
+  sed '1a "bf16": {"enabled": true},' "$work/gpt2-small_stage${stage}_fp32.json" >"$work/gpt2-small_stage${stage}_bf16.json"
 done
-config() { echo "$work/stage$1_$2.json"; }
+config() { echo "$work/$1_stage$2_$3.json"; }
 
 ms_of() { sed -n 's/.*"ms_per_step": \([0-9.]*\).*/\1/p' "$1" | head -1; }
 
@@ -48,7 +52,7 @@ run_floor() {
   local pids=() r
   for ((r = 0; r < RANKS; r++)); do
     # shellcheck disable=SC2046
-    env -u RANK -u WORLD_SIZE LOCAL_WORLD_SIZE=$RANKS "$train" --deepspeed_config "$(config 0 "$2")" \
+    env -u RANK -u WORLD_SIZE LOCAL_WORLD_SIZE=$RANKS "$train" --deepspeed_config "$(config "$1" 0 "$2")" \
       $(shape_args "$1") --json_summary >"$work/floor$r.log" 2>&1 &
     pids+=($!)
   done
@@ -63,7 +67,7 @@ run_stage() {
   PORT=$((PORT + 1))
   # shellcheck disable=SC2046
   "$zerorun" --nproc_per_node $RANKS --master_port $PORT "$train" --deepspeed_config \
-    "$(config "$stage" "$precision")" $(shape_args "$shape") --json_summary "$@" >"$log" 2>&1 || {
+    "$(config "$shape" "$stage" "$precision")" $(shape_args "$shape") --json_summary "$@" >"$log" 2>&1 || {
     echo "floor.sh: stage $stage failed:" >&2; tail -20 "$log" >&2; exit 1; }
   ms_of "$log"
 }
