@@ -239,11 +239,13 @@ void GlooCommunicator::run(Task& task) {
   } catch (const ShmWaitError& e) {
     if (e.exited.empty())
       error = std::make_exception_ptr(
-          TimeoutError(str(where, " timed out after ", spec_.timeout.count(), " ms; ", e.what())));
+          TimeoutError(str(where, " timed out after ", spec_.timeout.count(),
+                           " ms; ranks that had not arrived: ", rank_list(e.missing))));
     else
-      error = std::make_exception_ptr(
-          CommError(str(where, " failed: the process of rank ", e.exited.front(),
-                        " exited while this rank waited for it in shared memory; ", e.what())));
+      error = std::make_exception_ptr(CommError(str(
+          where, " failed: the process of rank ", e.exited.front(),
+          " exited while this rank waited for it in shared memory; ranks whose process exited: ",
+          rank_list(e.exited))));
   } catch (const std::exception& e) {
     if (is_timeout_message(e.what()) && task.p2p.empty()) {
       error = std::make_exception_ptr(TimeoutError(

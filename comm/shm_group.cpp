@@ -65,12 +65,6 @@ bool reached(uint32_t at, uint32_t step) {
   return static_cast<int32_t>(at - step) >= 0;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 struct ShmGroup::Header {
@@ -93,10 +87,10 @@ struct alignas(128) ShmGroup::RankControl {
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
 
-std::vector<std::string> remove_orphan_segments(const std::string& dir) {
+std::vector<std::string> remove_orphan_segments() {
   std::vector<std::string> removed;
   const std::string mine = kPrefix + std::to_string(::getuid()) + "-";
-  DIR* d = ::opendir(dir.c_str());
+  DIR* d = ::opendir("/dev/shm");  // where Linux shows the POSIX shared-memory objects
   if (!d) return removed;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
@@ -307,9 +301,7 @@ void ShmGroup::wait_for(int peer, uint32_t step, Clock::time_point deadline) {
         missing.push_back(r);
         if (peer_exited(r)) exited.push_back(r);
       }
-      throw ShmWaitError(missing, exited,
-                         exited.empty() ? str("ranks that had not arrived: ", rank_list(missing))
-                                        : str("ranks whose process exited: ", rank_list(exited)));
+      throw ShmWaitError(missing, exited);
     }
     // Sleep in slices, so a peer's exit is noticed within one.
     const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));

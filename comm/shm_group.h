@@ -23,11 +23,11 @@
 namespace zero::detail {
 
 // A wait of the shared-memory barrier that did not end: a peer never came within the deadline
-// (`exited` false) or its process ended while the others waited (`exited` true). The backend's
-// door turns it into a TimeoutError / CommError with the collective's context.
+// (`exited` empty) or its process ended while the others waited. The backend's door turns it into
+// a TimeoutError / CommError with the collective's context.
 struct ShmWaitError : std::runtime_error {
-  ShmWaitError(std::vector<int> missing, std::vector<int> exited, std::string what)
-      : std::runtime_error(std::move(what)),
+  ShmWaitError(std::vector<int> missing, std::vector<int> exited)
+      : std::runtime_error("a shared-memory wait did not end"),
         missing(std::move(missing)),
         exited(std::move(exited)) {}
   std::vector<int> missing;  // ranks of the group that had not reached the wait
@@ -36,8 +36,8 @@ struct ShmWaitError : std::runtime_error {
 
 // Segment names: "/zero-shm-<uid>-<creator pid>-<n>". Removes the ones of this user whose creator
 // is no longer running (a creator that died between creating and unlinking one); returns their
-// names. `dir` is where the system shows the segments.
-std::vector<std::string> remove_orphan_segments(const std::string& dir = "/dev/shm");
+// names.
+std::vector<std::string> remove_orphan_segments();
 
 class ShmGroup {
  public:

@@ -43,7 +43,7 @@ Transport default_transport();
 struct CommOptions {
   Backend backend = Backend::kGloo;
   std::chrono::milliseconds timeout = default_timeout();
-  int device_index = -1;  // NCCL: the CUDA device; -1 = env.local_rank
+  int device_index = -1;                      // NCCL: the CUDA device; -1 = env.local_rank
   Transport transport = default_transport();  // Gloo; sub-groups inherit it
 };
 
