@@ -18,15 +18,25 @@
 namespace zero::detail {
 
 void free_storage(const at::Tensor& tensor) {
-  c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
-  impl->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
-  impl->set_nbytes(static_cast<size_t>(0));
+  take_storage(tensor);  // the returned DataPtr frees the memory
 }
 
 void allocate_storage(const at::Tensor& tensor, int64_t nbytes) {
   c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
   ZERO_ASSERT(impl->allocator() != nullptr, "storage without allocator");
-  impl->set_data_ptr_noswap(impl->allocator()->allocate(static_cast<size_t>(nbytes)));
+  put_storage(tensor, impl->allocator()->allocate(static_cast<size_t>(nbytes)), nbytes);
+}
+
+at::DataPtr take_storage(const at::Tensor& tensor) {
+  c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
+  at::DataPtr data = impl->set_data_ptr(at::DataPtr(nullptr, tensor.device()));
+  impl->set_nbytes(static_cast<size_t>(0));
+  return data;
+}
+
+void put_storage(const at::Tensor& tensor, at::DataPtr data, int64_t nbytes) {
+  c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(std::move(data));
   impl->set_nbytes(static_cast<size_t>(nbytes));
 }
 
@@ -188,7 +198,10 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   // Two staging buffers: one bucket fills while the previous one is reduced.
   if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
     for (int i = 0; i < 2; ++i) slots_.push_back(new_slot());
+    for (const Bucket& b : lbuckets)
+      if (b.params.size() > 1) staged_numel_ = std::max(staged_numel_, b.buffer.numel());
   }
+  for (int b = 0; b < static_cast<int>(lbuckets.size()); ++b) launch_order_.push_back(b);
 
   find_unbucketed();
 
@@ -285,7 +298,13 @@ void FlatStage::on_grad(int param) {
     const GroupBuffers& b = groups_[ps.group];
     at::Tensor view = b.flat_grad.narrow(0, ps.buffer.begin, ps.buffer.numel());
     if (!b.grad_is_view) {  // another dtype: accumulate into the buffer, drop autograd's tensor
-      view.add_(grad.reshape({-1}));
+      // Converted into a kept buffer first: an add_ across dtypes would allocate the converted
+      // copy for every parameter of every step.
+      const int64_t n = grad.numel();
+      if (convert_scratch_.numel() < n) convert_scratch_ = at::empty({n}, view.options());
+      at::Tensor converted = convert_scratch_.narrow(0, 0, n);
+      converted.copy_(grad.reshape({-1}));
+      view.add_(converted);
       grad.reset();
     } else if (grad.data_ptr() != view.data_ptr()) {  // AccumulateGrad replaced our view
       view.add_(grad.reshape({-1}));
@@ -383,7 +402,8 @@ int FlatStage::acquire_slot(int bucket, bool use_staging) {
   slot.busy = true;
   if (use_staging) {
     const int64_t numel = layout_.buckets()[bucket].buffer.numel();
-    if (slot.staging.numel() < numel) slot.staging = at::empty({numel}, slot.staging.options());
+    if (slot.staging.numel() < numel)
+      slot.staging = at::empty({std::max(numel, staged_numel_)}, slot.staging.options());
     slot.input = slot.staging.narrow(0, 0, numel);
     slot.input.zero_();
   }
@@ -494,8 +514,10 @@ void FlatStage::find_unbucketed() {
 }
 
 void FlatStage::launch_remaining() {
-  if (launch_order_.empty() && !buckets_.empty()) learn_launch_order();
   while (next_launch_ < launch_order_.size()) launch_bucket(launch_order_[next_launch_++]);
+  // After the launches: they went in the provisional order, which every rank used.
+  if (!order_learned_ && !buckets_.empty()) learn_launch_order();
+  order_learned_ = true;
 }
 
 void FlatStage::report_unbucketed() {
@@ -624,6 +646,7 @@ StageMemory FlatStage::memory() const {
     if (!b.master_is_alias && b.master.defined()) m.master_params_bytes += b.master.nbytes();
   }
   for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes();
+  if (convert_scratch_.defined()) m.comm_buffers_bytes += convert_scratch_.nbytes();
   if (gather_in_.defined()) m.comm_buffers_bytes += gather_in_.nbytes();
   if (gather_out_.defined()) m.comm_buffers_bytes += gather_out_.nbytes();
   m.gathered_params_bytes = gathered_bytes_;

@@ -131,6 +131,10 @@ class FlatStage : public Stage {
   std::vector<BucketState> buckets_;
   std::vector<std::vector<int64_t>> bucket_counts_;
   std::vector<Slot> slots_;
+  at::Tensor convert_scratch_;  // a gradient of another dtype, converted before it is added
+  // The largest bucket of several parameters (always staged): a staging buffer that must grow
+  // grows to at least this at once, so that the slots stop growing within the first step.
+  int64_t staged_numel_ = 0;
   std::deque<Pending> pending_;
   at::Tensor gather_in_, gather_out_;  // all-gather staging (publish)
   c10::ScalarType comm_dtype_ = c10::ScalarType::Undefined;
@@ -155,9 +159,13 @@ class FlatStage : public Stage {
   // arrive in: a parameter that one rank's loss did not use (a data-dependent forward) leaves
   // that rank's bucket unfilled until the end of backward, and launching in fill order would
   // then pair different buckets across ranks (wrong sums, or a transport error).
-  std::vector<int> launch_order_;  // learned at the first reducing backward; empty before
-  size_t next_launch_ = 0;         // launch_order_[next_launch_]: the next bucket to launch
-  std::vector<int> filled_;        // this backward's buckets in the order they filled
+  // Before the first reducing backward has taught the order, layout order (the engine lays out
+  // parameters in reverse registration order, roughly the order their gradients arrive): the
+  // first step overlaps too, and its buckets do not all wait in staging buffers until its end.
+  std::vector<int> launch_order_;
+  bool order_learned_ = false;
+  size_t next_launch_ = 0;   // launch_order_[next_launch_]: the next bucket to launch
+  std::vector<int> filled_;  // this backward's buckets in the order they filled
 };
 
 }  // namespace zero::detail

@@ -48,6 +48,8 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     unit.bytes += g.padded_numel * float_type_bytes(g.dtype);
     unit.expected_grads += static_cast<int>(g.params.size());
   }
+  // Two: the next forward's first gather and its prefetch take them.
+  for (const Unit& u : units_) park_limit_bytes_ = std::max(park_limit_bytes_, 2 * u.bytes);
   setup(sharded, param_shards);
   if (options_.param_store) move_shards_to_store();
   // setup() left every buffer gathered; keep the rest of the model, release the blocks.
@@ -141,7 +143,7 @@ void Stage3::start_gather(int unit, bool exact) {
   if (secondary && !u.groups.empty()) ++secondary_gathers_;
   for (int gi : u.groups) {
     GroupBuffers& b = groups_[gi];
-    allocate_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
+    gather_storage(b.flat, b.flat.numel() * static_cast<int64_t>(b.flat.element_size()));
     if (secondary) {  // the same values, from the ranks of this host
       u.works.push_back(options_.secondary_group->all_gather(secondary_shards_[gi], b.flat));
       continue;
@@ -166,6 +168,29 @@ void Stage3::start_gather(int unit, bool exact) {
   live_numel_ += u.numel;
   if (!u.groups.empty()) ++gathers_;  // a unit of persistent parameters only gathers nothing
   u.state = UnitState::kGathering;
+}
+
+void Stage3::release_storage(const at::Tensor& flat) {
+  if (!flat.is_cpu()) return free_storage(flat);
+  const int64_t nbytes = static_cast<int64_t>(flat.storage().nbytes());
+  if (nbytes > park_limit_bytes_) return free_storage(flat);
+  while (parked_bytes_ + nbytes > park_limit_bytes_) {  // the oldest make room
+    parked_bytes_ -= parked_.front().nbytes;
+    parked_.pop_front();
+  }
+  parked_.push_back({nbytes, take_storage(flat)});
+  parked_bytes_ += nbytes;
+}
+
+void Stage3::gather_storage(const at::Tensor& flat, int64_t nbytes) {
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->nbytes != nbytes) continue;
+    put_storage(flat, std::move(it->data), nbytes);
+    parked_bytes_ -= nbytes;
+    parked_.erase(it);
+    return;
+  }
+  allocate_storage(flat, nbytes);
 }
 
 at::Tensor Stage3::shard_buffer(int64_t numel, const at::TensorOptions& options) {
@@ -198,7 +223,7 @@ void Stage3::release(int unit) {
   if (u.state == UnitState::kReleased || held_) return;
   if (u.state == UnitState::kGathering) finish_gather(unit);
   if (keep_secondaries_ && !u.secondary) keep_secondary(u);
-  for (int gi : u.groups) free_storage(groups_[gi].flat);
+  for (int gi : u.groups) release_storage(groups_[gi].flat);
   note_gathered_bytes(-u.bytes);
   live_numel_ -= u.numel;
   u.kept = false;
@@ -386,6 +411,7 @@ StageMemory Stage3::memory() const {
   if (options_.param_store) m.offloaded_params = options_.param_store->memory();
   // A gather in flight holds a view of one of these buffers as param_shard: counted once, here.
   for (const at::Tensor& b : shard_buffers_) m.comm_buffers_bytes += b.nbytes();
+  m.comm_buffers_bytes += parked_bytes_;  // released units' memory kept for the next gathers
   if (options_.param_store)
     for (const GroupBuffers& b : groups_)
       if (b.sharded_params && b.param_shard.defined()) m.parameters_bytes -= b.param_shard.nbytes();
@@ -402,6 +428,9 @@ void Stage3::publish_parameters() {
   if (options_.param_store && !options_.offload_optimizer) write_masters_to_store();
   release(0);
   finish_gather(0);
+  // The next forward's first blocks: their gathers run while the program gets its next batch,
+  // instead of the forward waiting for the first one.
+  if (trace_valid_ && !held_) prefetch(trace_, 0);
 }
 
 }  // namespace zero::detail

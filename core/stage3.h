@@ -7,6 +7,7 @@
 #include "flat_stage.h"
 #include "quantized_gather.h"
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,20 @@ class Stage3 : public FlatStage {
   // buffers of that size in its heap, up to tens of MiB per rank.
   std::vector<at::Tensor> shard_buffers_;
   at::Tensor shard_buffer(int64_t numel, const at::TensorOptions& options);
+  // The memory of released CPU units, kept for the next gather of the same byte size: a model's
+  // blocks are mostly of one size, so the gather of the next block takes what the last one
+  // released and a step in steady state allocates nothing (glibc would often hand large freed
+  // blocks back to the kernel and fault them in again, page by page). At most two of the largest
+  // unit's are kept; on a GPU the caching allocator does this already.
+  struct ParkedStorage {
+    int64_t nbytes = 0;
+    at::DataPtr data;
+  };
+  std::deque<ParkedStorage> parked_;  // oldest first
+  int64_t parked_bytes_ = 0;
+  int64_t park_limit_bytes_ = 0;
+  void release_storage(const at::Tensor& flat);
+  void gather_storage(const at::Tensor& flat, int64_t nbytes);
   // hpZ: this rank's slice over the secondary group of a gathered unit's groups, kept at its
   // release; dropped (after the gathers reading them) when the parameters may change.
   void keep_secondary(Unit& u);

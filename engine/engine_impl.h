@@ -143,12 +143,13 @@ struct Engine::Impl {
   std::string zeropp;      // the ZeRO++ features in effect ("hpZ 2, qwZ"); empty: none
   at::Tensor window_loss;  // rank 0: this step's sum of loss / accumulation (on its device)
   double last_loss = 0;    // rank 0: the last step's window loss, when read
+  at::Tensor norm_sum;     // the all-reduced sum of squares: one fp32 element, made once
   int64_t interval_start_step = 0;
   std::chrono::steady_clock::time_point interval_start = std::chrono::steady_clock::now();
 
   ~Impl();
   bool boundary() const { return (micro_steps + 1) % config.gradient_accumulation_steps == 0; }
-  double global_grad_norm(const std::vector<OptimizerShard>& shards) const;
+  double global_grad_norm(const std::vector<OptimizerShard>& shards);
   // The stage's shards with each master where it lives (the optimizer's, when offloaded).
   std::vector<OptimizerShard> optimizer_shards() const;
   void optimizer_step();

@@ -72,7 +72,7 @@ void Engine::backward(const at::Tensor& loss) {
 // tensor parallelism every element is counted once over the world: a shard replicated over the
 // data group (stage 0) only on data rank 0, a group of replicated (not split) parameters only
 // on tensor rank 0; then one all-reduce over the world.
-double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards) const {
+double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards) {
   const bool replicated = stage->shards_replicated();
   double host_sum = 0;
   at::Tensor device_sum;  // double, on the shards' device
@@ -100,11 +100,14 @@ double Engine::Impl::global_grad_norm(const std::vector<OptimizerShard>& shards)
   if ((replicated && tensor_size == 1 && pipeline_size == 1) || comm->world_size() == 1)
     return std::sqrt(host_sum + (device_sum.defined() ? device_sum.item<double>() : 0.0));
   // The collectives take fp32 (a sum of squares of finite fp16 gradients fits easily).
-  at::Tensor t = at::full({1}, host_sum,
-                          at::TensorOptions().dtype(at::kFloat).device(shards[0].grad.device()));
-  if (device_sum.defined()) t.add_(device_sum.to(at::kFloat));
-  comm->all_reduce(t, ReduceOp::kSum)->wait();
-  return std::sqrt(t.item<double>());
+  // One tensor for every step: a steady step allocates nothing of the engine's own.
+  const at::Device device = shards[0].grad.device();
+  if (!norm_sum.defined() || norm_sum.device() != device)
+    norm_sum = at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(device));
+  norm_sum.fill_(host_sum);
+  if (device_sum.defined()) norm_sum.add_(device_sum.to(at::kFloat));
+  comm->all_reduce(norm_sum, ReduceOp::kSum)->wait();
+  return std::sqrt(norm_sum.item<double>());
 }
 
 std::vector<OptimizerShard> Engine::Impl::optimizer_shards() const {

@@ -4,7 +4,9 @@
 # per-rank micro batch, one intra-op thread each, as two ranks on this host get) started together.
 # Rounds alternate the configurations (floor, stage 0, 1, 2, 3) so that drifts of the machine
 # spread over all; each cell is the median over the rounds of the mean step time after the first
-# step (gpt_train --json_summary: rank 0's; the floor: the slower process's). A last run of each
+# step (gpt_train --json_summary: rank 0's; the floor: the slower process's), beside its peak RSS
+# and the CPU tensors it allocates per step after the second (LibTorch's allocator, counted by
+# zero::count_cpu_allocations: the engine should add none to the model's own). A last run of each
 # stage with wall_clock_breakdown and the comms logger shows where its extra time goes.
 # Environment: BUILD_DIR (build), SHAPES ("small gpt2-small"), PRECISIONS ("fp32 bf16"),
 # STAGES ("0 1 2 3"), ROUNDS (3), STEPS_SMALL (40), STEPS_GPT2 (8), PORT (29960), BREAKDOWN (1).
@@ -45,9 +47,15 @@ for stage in 0 1 2 3; do
 done
 config() { echo "$work/$1_stage$2_$3.json"; }
 
-ms_of() { sed -n 's/.*"ms_per_step": \([0-9.]*\).*/\1/p' "$1" | head -1; }
+# measures LOG -> "ms_per_step peak_MB allocations_per_step" of the summary line in LOG.
+measures() {
+  grep -o '{"first_loss".*' "$1" | head -1 | awk '{
+    for (i = 1; i <= NF; ++i) { gsub(/[",]/, "", $i); v[$i] = $(i + 1) }
+    gsub(/,/, "", v["ms_per_step:"]); gsub(/,/, "", v["peak_memory_bytes:"]); gsub(/,/, "", v["cpu_allocations_per_step:"])
+    printf "%s %.0f %s\n", v["ms_per_step:"], v["peak_memory_bytes:"] / 1048576, v["cpu_allocations_per_step:"] }'
+}
 
-# run_floor SHAPE PRECISION -> ms per step of the slower of RANKS single processes.
+# run_floor SHAPE PRECISION -> the measures of the slower of RANKS single processes.
 run_floor() {
   local pids=() r
   for ((r = 0; r < RANKS; r++)); do
@@ -57,10 +65,10 @@ run_floor() {
     pids+=($!)
   done
   for r in "${pids[@]}"; do wait "$r" || { echo "floor.sh: a floor process failed" >&2; cat "$work"/floor*.log >&2; exit 1; }; done
-  for ((r = 0; r < RANKS; r++)); do ms_of "$work/floor$r.log"; done | sort -g | tail -1
+  for ((r = 0; r < RANKS; r++)); do measures "$work/floor$r.log"; done | sort -g | tail -1
 }
 
-# run_stage SHAPE PRECISION STAGE [gpt_train args] -> rank 0's ms per step.
+# run_stage SHAPE PRECISION STAGE [gpt_train args] -> rank 0's measures.
 run_stage() {
   local shape=$1 precision=$2 stage=$3 log="$work/stage.log"
   shift 3
@@ -69,15 +77,15 @@ run_stage() {
   "$zerorun" --nproc_per_node $RANKS --master_port $PORT "$train" --deepspeed_config \
     "$(config "$shape" "$stage" "$precision")" $(shape_args "$shape") --json_summary "$@" >"$log" 2>&1 || {
     echo "floor.sh: stage $stage failed:" >&2; tail -20 "$log" >&2; exit 1; }
-  ms_of "$log"
+  measures "$log"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "Step time against the floor: $RANKS ranks on $(nproc) cores, transport ${ZERO_COMM_TRANSPORT:-auto}, medians of $ROUNDS alternated rounds."
 echo
-echo "| shape | precision | run | step ms | vs floor |"
-echo "|---|---|---|---|---|"
+echo "| shape | precision | run | step ms | vs floor | peak RSS MB | CPU allocations per step |"
+echo "|---|---|---|---|---|---|---|"
 for shape in $SHAPES; do
   for precision in $PRECISIONS; do
     : >"$work/times"
@@ -90,8 +98,10 @@ for shape in $SHAPES; do
     floor=$(awk '$1 == "floor" { print $2 }' "$work/times" | median)
     for run in floor $(for s in $STAGES; do echo "stage$s"; done); do
       ms=$(awk -v r="$run" '$1 == r { print $2 }' "$work/times" | median)
-      awk -v s="$shape" -v p="$precision" -v r="$run" -v ms="$ms" -v f="$floor" \
-        'BEGIN { sub(/stage/, "stage ", r); printf "| %s | %s | %s | %.1f | %.3fx |\n", s, p, r, ms, ms / f }'
+      mb=$(awk -v r="$run" '$1 == r { print $3 }' "$work/times" | median)
+      allocs=$(awk -v r="$run" '$1 == r { print $4 }' "$work/times" | median)
+      awk -v s="$shape" -v p="$precision" -v r="$run" -v ms="$ms" -v f="$floor" -v mb="$mb" -v a="$allocs" \
+        'BEGIN { sub(/stage/, "stage ", r); printf "| %s | %s | %s | %.1f | %.3fx | %.0f | %s |\n", s, p, r, ms, ms / f, mb, a }'
     done
   done
 done

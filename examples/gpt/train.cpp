@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <zero/engine/allocations.h>
 #include <zero/engine/args.h>
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/distributed_sampler.h>
@@ -233,6 +234,11 @@ int train(int argc, char** argv) {
              kUsage);
   Options o = parse_options(args.rest);
   set_threads();
+  // What a step allocates in steady state (after the second: the first records stage 3's order
+  // and makes the engine's buffers, the second may still grow a staging buffer the first did not
+  // use): the CPU allocator's count and bytes, for --json_summary. Counted from before the model
+  // exists, so that storages freed and allocated again (stage 3's parameters) count too.
+  if (o.json_summary) zero::count_cpu_allocations();
 
   const std::string text = gpt::read_text_file(o.data);
   const gpt::CharTokenizer tokenizer(text);
@@ -379,6 +385,7 @@ int train(int argc, char** argv) {
   engine.set_tokens_per_sample(o.model.context);
   engine.set_flops_per_sample(train_flops_per_sample(o.model));
   auto after_first_step = std::chrono::steady_clock::now();
+  zero::CpuAllocations allocations_after_second{};
   double first_loss = 0, last_loss = 0;
   std::vector<double> losses;  // each step's mean over its micro batches (--json_summary)
   for (int64_t step = first_step; step < steps; ++step) {
@@ -412,6 +419,7 @@ int train(int argc, char** argv) {
       first_loss = last_loss;
       after_first_step = std::chrono::steady_clock::now();
     }
+    if (step == first_step + 1) allocations_after_second = zero::cpu_allocations();
     if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < steps) save(step + 1);
   }
   if (first_step < steps) save(steps);
@@ -441,6 +449,16 @@ int train(int argc, char** argv) {
                                 std::chrono::steady_clock::now() - after_first_step)
                                 .count();
     const double ms_per_step = steps > 1 ? later_ms / static_cast<double>(steps - 1) : 0.0;
+    const zero::CpuAllocations allocations = zero::cpu_allocations();
+    const double steady_steps = static_cast<double>(steps - first_step - 2);
+    const double allocations_per_step =
+        steady_steps > 0
+            ? static_cast<double>(allocations.count - allocations_after_second.count) / steady_steps
+            : 0.0;
+    const double allocated_bytes_per_step =
+        steady_steps > 0
+            ? static_cast<double>(allocations.bytes - allocations_after_second.bytes) / steady_steps
+            : 0.0;
     std::string source;
     const int64_t peak = peak_memory_bytes(device, &source);
     std::string loss_list;
@@ -450,7 +468,7 @@ int train(int argc, char** argv) {
                     l);  // a float, exactly
       loss_list += one;
     }
-    char line[512];
+    char line[640];
     std::snprintf(
         line, sizeof line,
         "{\"first_loss\": %.6f, \"final_loss\": %.6f, \"ms_per_step\": %.3f, "
@@ -458,13 +476,15 @@ int train(int argc, char** argv) {
         "\"memory_source\": \"%s\", \"steps\": %lld, \"stage\": %d, \"world_size\": %d, "
         "\"device\": \"%s\", \"tensor_parallel\": %d, "
         "\"checkpoint_peak_bytes\": %lld, \"parameters\": %lld, \"vector_parameters\": %lld, "
+        "\"cpu_allocations_per_step\": %.1f, \"cpu_allocated_bytes_per_step\": %.0f, "
         "\"losses\": [",
         first_loss, last_loss, ms_per_step, static_cast<long long>(peak), source.c_str(),
         static_cast<long long>(steps), engine.stage(), engine.world_size(), device.str().c_str(),
         engine.tensor_parallel_size(),
         static_cast<long long>(engine.activation_checkpointing()->stats().peak_live_bytes),
         static_cast<long long>(gpt::count_parameters(*net)),
-        static_cast<long long>(gpt::count_parameters(*net, /*vectors_only=*/true)));
+        static_cast<long long>(gpt::count_parameters(*net, /*vectors_only=*/true)),
+        allocations_per_step, allocated_bytes_per_step);
     std::cout << line << loss_list << "]}" << std::endl;
   }
   return 0;

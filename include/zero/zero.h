@@ -13,6 +13,7 @@
 #include <zero/core/layout.h>
 #include <zero/core/stage.h>
 #include <zero/engine/activation/activation_checkpointing.h>
+#include <zero/engine/allocations.h>
 #include <zero/engine/args.h>
 #include <zero/engine/clean_names.h>
 #include <zero/engine/activation/checkpointed.h>
