@@ -48,8 +48,11 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     unit.bytes += g.padded_numel * float_type_bytes(g.dtype);
     unit.expected_grads += static_cast<int>(g.params.size());
   }
-  // Two: the next forward's first gather and its prefetch take them.
-  for (const Unit& u : units_) park_limit_bytes_ = std::max(park_limit_bytes_, 2 * u.bytes);
+  // Two blocks (the next forward's first gather and its prefetch take them) and the rest of the
+  // model, which the step releases and gathers again at once.
+  for (size_t u = 1; u < units_.size(); ++u)
+    park_limit_bytes_ = std::max(park_limit_bytes_, 2 * units_[u].bytes);
+  park_limit_bytes_ += units_[0].bytes;
   setup(sharded, param_shards);
   if (options_.param_store) move_shards_to_store();
   // setup() left every buffer gathered; keep the rest of the model, release the blocks.

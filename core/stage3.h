@@ -97,7 +97,7 @@ class Stage3 : public FlatStage {
   // blocks are mostly of one size, so the gather of the next block takes what the last one
   // released and a step in steady state allocates nothing (glibc would often hand large freed
   // blocks back to the kernel and fault them in again, page by page). At most two of the largest
-  // unit's are kept; on a GPU the caching allocator does this already.
+  // blocks and the rest of the model are kept; on a GPU the caching allocator does this already.
   struct ParkedStorage {
     int64_t nbytes = 0;
     at::DataPtr data;
