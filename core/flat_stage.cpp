@@ -196,11 +196,12 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   }
 
   // Two staging buffers: one bucket fills while the previous one is reduced.
-  if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty()) {
+  if (reduction_ == GradReduction::kReduceScatter && !lbuckets.empty())
     for (int i = 0; i < 2; ++i) slots_.push_back(new_slot());
-    for (const Bucket& b : lbuckets)
-      if (b.params.size() > 1) staged_numel_ = std::max(staged_numel_, b.buffer.numel());
-  }
+  // All-reduced buckets stage only to change dtype, and then every one of them.
+  for (const Bucket& b : lbuckets)
+    if (b.params.size() > 1 || reduction_ == GradReduction::kAllReduce)
+      staged_numel_ = std::max(staged_numel_, b.buffer.numel());
   for (int b = 0; b < static_cast<int>(lbuckets.size()); ++b) launch_order_.push_back(b);
 
   find_unbucketed();
@@ -401,14 +402,18 @@ int FlatStage::acquire_slot(int bucket, bool use_staging) {
   Slot& slot = slots_[free_slot];
   slot.busy = true;
   if (use_staging) {
-    const int64_t numel = layout_.buckets()[bucket].buffer.numel();
-    if (slot.staging.numel() < numel)
-      slot.staging = at::empty({std::max(numel, staged_numel_)}, slot.staging.options());
-    slot.input = slot.staging.narrow(0, 0, numel);
+    slot.input = grown_staging(free_slot, layout_.buckets()[bucket].buffer.numel());
     slot.input.zero_();
   }
   bs.slot = free_slot;
   return free_slot;
+}
+
+at::Tensor FlatStage::grown_staging(int slot, int64_t numel) {
+  at::Tensor& staging = slots_[slot].staging;
+  if (staging.numel() < numel)
+    staging = at::empty({std::max(numel, staged_numel_)}, staging.options());
+  return staging.narrow(0, 0, numel);
 }
 
 void FlatStage::launch_bucket(int bucket) {
@@ -423,9 +428,16 @@ void FlatStage::launch_bucket(int bucket) {
     }
     at::Tensor view = groups_[b.group].flat_grad.narrow(0, b.buffer.begin, b.buffer.numel());
     if (!average_op_) view.mul_(pre_scale_);
-    at::Tensor reduced = view.scalar_type() == comm_dtype_ ? view : view.to(comm_dtype_);
+    int slot = -1;
+    at::Tensor reduced = view;
+    if (view.scalar_type() != comm_dtype_) {  // cast into a staging buffer, reused every step
+      slot = acquire_slot(bucket, /*use_staging=*/false);
+      reduced = grown_staging(slot, b.buffer.numel());
+      reduced.copy_(view);
+      slots_[slot].input = reduced;
+    }
     WorkHandle work = comm_->all_reduce(reduced, average_op_ ? ReduceOp::kAvg : ReduceOp::kSum);
-    pending_.push_back(Pending{bucket, -1, std::move(work), {}, reduced, view});
+    pending_.push_back(Pending{bucket, slot, std::move(work), {}, reduced, view});
   } else {
     const int slot = acquire_slot(bucket, /*use_staging=*/!options_.defer_reduction);
     // Deferred: the accumulated gradients themselves (consumed; zero_grad clears them).
@@ -460,8 +472,7 @@ void FlatStage::finish_pending() {
     if (post_scale) p.reduced.mul_(post_scale_);
     if (!p.reduced.is_same(p.target)) p.target.copy_(p.reduced);
     notify_grad_ready(p.bucket);
-  }
-  if (p.slot >= 0) {
+  } else if (p.slot >= 0) {
     const ShardRange r = layout_.bucket_shard_range(p.bucket, rank_);
     const int group = layout_.buckets()[p.bucket].group;
     if (!r.empty()) {
@@ -469,6 +480,8 @@ void FlatStage::finish_pending() {
       groups_[group].grad_shard.narrow(0, r.begin, r.numel()).add_(p.shard);
     }
     notify_grad_ready(p.bucket);
+  }
+  if (p.slot >= 0) {
     slots_[p.slot].busy = false;
     slots_[p.slot].input = at::Tensor();
     buckets_[p.bucket].slot = -1;

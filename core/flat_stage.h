@@ -109,6 +109,8 @@ class FlatStage : public Stage {
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
   // A free slot for `bucket`; use_staging: its staging is sized and zeroed for the bucket.
   int acquire_slot(int bucket, bool use_staging = true);
+  // The first `numel` elements of `slot`'s staging buffer, grown when needed.
+  at::Tensor grown_staging(int slot, int64_t numel);
   void launch_bucket(int bucket);
   void launch_remaining();   // every bucket not launched yet, in the launch order
   void report_unbucketed();  // grad_ready for the shard parts no bucket covers (padding)
@@ -132,8 +134,9 @@ class FlatStage : public Stage {
   std::vector<std::vector<int64_t>> bucket_counts_;
   std::vector<Slot> slots_;
   at::Tensor convert_scratch_;  // a gradient of another dtype, converted before it is added
-  // The largest bucket of several parameters (always staged): a staging buffer that must grow
-  // grows to at least this at once, so that the slots stop growing within the first step.
+  // The largest bucket that is always staged (of several parameters, or cast for an all-reduce;
+  // reduce-scatters take a one-parameter bucket from autograd's tensor): a staging buffer that must
+  // grow grows to at least this at once, so that the slots stop growing within the first step.
   int64_t staged_numel_ = 0;
   std::deque<Pending> pending_;
   at::Tensor gather_in_, gather_out_;  // all-gather staging (publish)

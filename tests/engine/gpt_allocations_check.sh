@@ -2,9 +2,10 @@
 # gpt_allocations_check.sh ZERORUN GPT_TRAIN EXAMPLES_DIR PORT: a training step in steady state
 # allocates nothing of the engine's own. The example GPT alone (one process, no communication)
 # sets what its autograd allocates per step (LibTorch's CPU allocator: count and bytes, after the
-# second step); ZeRO stages 0-3 on 2 ranks, fp32 and bf16, must allocate exactly as many tensors
-# per step, of the same bytes (buffers, staging, gathered stage 3 parameters and the norm's
-# all-reduce are all reused).
+# second step); ZeRO stages 0-3 on 2 ranks, fp32 and bf16 (and stage 0 with its fp32 gradients
+# reduced in bf16), must allocate exactly as many tensors per step, of the same bytes (buffers,
+# staging, casts for the collectives, gathered stage 3 parameters and the norm's all-reduce are
+# all reused).
 set -euo pipefail
 zerorun=$1; train=$2; examples=$3; port=$4
 steps=6
@@ -16,13 +17,18 @@ field() { grep -o "\"$1\": [0-9.]*" "$2" | tail -1 | sed 's/.*: //'; }
 
 config() {  # config STAGE PRECISION -> a config path
   local out="$tmp/stage$1_$2.json"
-  if [ "$2" = bf16 ]; then sed '1a "bf16": {"enabled": true},' "$examples/ds_config_stage$1.json" >"$out"
-  else cp "$examples/ds_config_stage$1.json" "$out"; fi
+  case "$2" in
+    fp32) cp "$examples/ds_config_stage$1.json" "$out" ;;
+    bf16) sed '1a "bf16": {"enabled": true},' "$examples/ds_config_stage$1.json" >"$out" ;;
+    # fp32 gradients (stage 0's default under bf16) cast to bf16 for their reductions
+    bf16-comm) sed '1a "bf16": {"enabled": true}, "communication_data_type": "bf16",' \
+      "$examples/ds_config_stage$1.json" >"$out" ;;
+  esac
   echo "$out"
 }
 
 fail=0
-for precision in fp32 bf16; do
+for precision in fp32 bf16 bf16-comm; do
   # LOCAL_WORLD_SIZE=2: the threads of one of 2 ranks (layer norm's backward has per-thread scratch).
   env -u RANK -u WORLD_SIZE -u LOCAL_RANK LOCAL_WORLD_SIZE=2 "$train" --deepspeed_config "$(config 0 $precision)" \
     --steps $steps --json_summary >"$tmp/floor.log" 2>&1 || { cat "$tmp/floor.log"; echo "FAIL: the single process"; exit 1; }
@@ -31,7 +37,9 @@ for precision in fp32 bf16; do
   echo "$precision alone: $floor_count allocations, $floor_bytes bytes per step"
   [ -n "$floor_count" ] && awk -v c="$floor_count" 'BEGIN { exit !(c > 0) }' ||
     { echo "FAIL: no allocations counted for the model alone (is the counter installed?)"; exit 1; }
-  for stage in 0 1 2 3; do
+  stages="0 1 2 3"
+  [ "$precision" = bf16-comm ] && stages=0
+  for stage in $stages; do
     log="$tmp/stage$stage.log"
     "$zerorun" --nproc_per_node 2 --master_port "$port" "$train" --deepspeed_config \
       "$(config $stage $precision)" --steps $steps --json_summary >"$log" 2>&1 ||
