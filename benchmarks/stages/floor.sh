@@ -47,7 +47,7 @@ for stage in 0 1 2 3; do
 done
 config() { echo "$work/$1_stage$2_$3.json"; }
 
-# measures LOG -> "ms_per_step peak_MB allocations_per_step" of the summary line in LOG.
+# measures LOG -> "ms_per_step peak_MiB allocations_per_step" of the summary line in LOG.
 measures() {
   grep -o '{"first_loss".*' "$1" | head -1 | awk '{
     for (i = 1; i <= NF; ++i) { gsub(/[",]/, "", $i); v[$i] = $(i + 1) }
@@ -84,7 +84,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 echo "Step time against the floor: $RANKS ranks on $(nproc) cores, transport ${ZERO_COMM_TRANSPORT:-auto}, medians of $ROUNDS alternated rounds."
 echo
-echo "| shape | precision | run | step ms | vs floor | peak RSS MB | CPU allocations per step |"
+echo "| shape | precision | run | step ms | vs floor | peak RSS MiB | CPU allocations per step |"
 echo "|---|---|---|---|---|---|---|"
 for shape in $SHAPES; do
   for precision in $PRECISIONS; do
