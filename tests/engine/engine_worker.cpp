@@ -202,6 +202,10 @@ void run_memory(const std::shared_ptr<Communicator>& comm) {
     } else {
       EXPECT(m.peak_gathered_params_bytes > 4 * (rest + block_numel + 64 * world),
              "prefetch never held two blocks: ", m.peak_gathered_params_bytes);
+      // The step ends by starting the next forward's first gathers (the rest of the model is
+      // gathered anyway): more than the rest is gathered between steps.
+      EXPECT(m.gathered_params_bytes >= 4 * (rest + block_numel),
+             "no block gathered after the step: ", m.gathered_params_bytes, " B");
     }
     if (rank == 0)
       std::printf("memory world %d stage 3 max_live %lld elements: peak gathered %lld B\n", world,
