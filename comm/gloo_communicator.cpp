@@ -396,6 +396,11 @@ WorkHandle GlooCommunicator::all_gather_v(const at::Tensor& input, at::Tensor& o
   void* out = output.data_ptr();
   const bool equal =
       std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+  // The input already where the output puts it (a stage's own shard inside its flat buffer):
+  // Gloo gathers in place when given no input, instead of copying the input onto itself.
+  const int64_t my_offset =
+      std::accumulate(counts.begin(), counts.begin() + spec_.rank, int64_t{0});
+  const bool in_place = static_cast<char*>(out) + my_offset * es == in;
   return issue("all_gather", total * es, {input, output}, [=](uint32_t tag) {
     if (total == 0) return;
     if (spec_.size == 1) {
@@ -407,14 +412,14 @@ WorkHandle GlooCommunicator::all_gather_v(const at::Tensor& input, at::Tensor& o
       using T = decltype(t);
       if (equal) {
         gloo::AllgatherOptions opts(context_);
-        opts.setInput(static_cast<T*>(in), counts[0]);
+        if (!in_place) opts.setInput(static_cast<T*>(in), counts[0]);
         opts.setOutput(static_cast<T*>(out), total);
         opts.setTag(tag);
         opts.setTimeout(spec_.timeout);
         gloo::allgather(opts);
       } else {
         gloo::AllgathervOptions opts(context_);
-        opts.setInput(static_cast<T*>(in), counts[spec_.rank]);
+        if (!in_place) opts.setInput(static_cast<T*>(in), counts[spec_.rank]);
         opts.setOutput(static_cast<T*>(out), std::vector<size_t>(counts.begin(), counts.end()));
         opts.setTag(tag);
         opts.setTimeout(spec_.timeout);

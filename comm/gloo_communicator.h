@@ -64,6 +64,7 @@ class GlooCommunicator final : public Communicator {
   int world_size() const override { return spec_.size; }
   Backend backend() const override { return Backend::kGloo; }
   const char* transport() const override { return shm_ ? "shm" : spec_.size == 1 ? "self" : "tcp"; }
+  at::Tensor host_shared_tensor(int64_t numel, at::ScalarType dtype) override;
 
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,

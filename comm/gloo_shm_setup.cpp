@@ -1,7 +1,8 @@
 // How a Gloo group agrees on shared memory: every rank's host key gathered over the TCP mesh;
 // on one host, rank 0 makes the segment and broadcasts its name and nonce, the others attach, and
 // only when every rank did is the name removed and the transport taken. Anything else leaves the
-// group on TCP (with a warning from rank 0), or fails it when shared memory was demanded.
+// group on TCP (with a warning from rank 0), or fails it when shared memory was demanded. Later,
+// memory the ranks share (host_shared_tensor) is agreed on the same way through the group.
 #include "gloo_communicator.h"
 
 #include <zero/comm/host_topology.h>
@@ -9,6 +10,10 @@
 
 #include <gloo/allgather.h>
 #include <gloo/broadcast.h>
+
+#include <sys/mman.h>
+
+#include <ATen/ATen.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -111,6 +116,48 @@ void GlooCommunicator::setup_shared_memory() {
   if (spec_.rank == 0)
     std::cerr << "[zero] warning: " << group << " uses TCP: shared memory unavailable (" << reason
               << ")\n";
+}
+
+at::Tensor GlooCommunicator::host_shared_tensor(int64_t numel, at::ScalarType dtype) {
+  if (!shm_) return {};
+  const size_t bytes = std::max<size_t>(1, numel * dtype_bytes(dtype));
+  const std::string what =
+      str("group '", spec_.name, "' (", spec_.size, " ranks): sharing ", bytes, " bytes");
+  SegmentRecord record;
+  void* base = nullptr;
+  if (spec_.rank == 0) {
+    try {
+      std::string name;
+      base = create_shared_segment(bytes, name);
+      record.ok = 1;
+      copy_text(record.name, sizeof(record.name), name);
+    } catch (const CommError& e) {
+      copy_text(record.reason, sizeof(record.reason), e.what());
+    }
+  }
+  at::Tensor wire = at::from_blob(&record, {static_cast<int64_t>(sizeof(record))}, at::kChar);
+  broadcast(wire, 0)->wait();
+  ZERO_CHECK(record.ok, CommError, what, ": rank 0: ", record.reason);
+  std::string reason;
+  if (spec_.rank != 0) {
+    try {
+      base = attach_shared_segment(record.name, bytes);
+    } catch (const CommError& e) {
+      reason = e.what();
+    }
+  }
+  at::Tensor attached = at::full({1}, base ? 1 : 0, at::kInt);
+  all_reduce(attached, ReduceOp::kSum)->wait();
+  // Every rank mapped it (or gave up): the name goes, the memory stays until the last unmaps.
+  if (spec_.rank == 0) ::shm_unlink(record.name);
+  if (attached.item<int>() != spec_.size) {
+    if (base) ::munmap(base, bytes);
+    throw CommError(str(what, ": ",
+                        reason.empty() ? "another rank could not map the segment"
+                                       : str("rank ", spec_.rank, ": ", reason)));
+  }
+  return at::from_blob(
+      base, {numel}, [bytes](void* p) { ::munmap(p, bytes); }, at::TensorOptions().dtype(dtype));
 }
 
 }  // namespace zero::detail

@@ -106,6 +106,49 @@ std::vector<std::string> remove_orphan_segments() {
   return removed;
 }
 
+namespace {
+
+std::string new_segment_name() {
+  static std::atomic<int> counter{0};
+  return "/" + kPrefix + std::to_string(::getuid()) + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++);
+}
+
+}  // namespace
+
+void* create_shared_segment(size_t bytes, std::string& name) {
+  remove_orphan_segments();
+  name = new_segment_name();
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno));
+  // posix_fallocate, not ftruncate alone: a full /dev/shm must fail here, not as a SIGBUS later.
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  void* base =
+      rc == 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  const int map_errno = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    ::shm_unlink(name.c_str());
+    throw CommError(str("cannot reserve ", bytes, " bytes of shared memory (", name,
+                        "): ", std::strerror(rc ? rc : map_errno)));
+  }
+  return base;
+}
+
+void* attach_shared_segment(const std::string& name, size_t bytes) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno),
+             " (the ranks do not share /dev/shm)");
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(bytes);
+  void* base = ok ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  const int map_errno = errno;
+  ::close(fd);
+  ZERO_CHECK(base != MAP_FAILED, CommError, "cannot map ", name, ": ",
+             ok ? std::strerror(map_errno) : str("its size is not ", bytes, " bytes"));
+  return base;
+}
+
 ShmGroup::ShmGroup(std::string name, void* base, size_t bytes, int rank, int size)
     : name_(std::move(name)), base_(base), bytes_(bytes), rank_(rank), size_(size) {
   if (const char* v = std::getenv("ZERO_SHM_SPIN_US"); v && *v) spin_ns_ = std::atoll(v) * 1000;
@@ -117,29 +160,14 @@ ShmGroup::ShmGroup(std::string name, void* base, size_t bytes, int rank, int siz
 }
 
 std::unique_ptr<ShmGroup> ShmGroup::create(int size, int64_t slot_bytes) {
-  static std::atomic<int> counter{0};
-  remove_orphan_segments();
-  const std::string name = "/" + kPrefix + std::to_string(::getuid()) + "-" +
-                           std::to_string(::getpid()) + "-" + std::to_string(counter++);
   const size_t controls = round_up(sizeof(Header), 128) + sizeof(RankControl) * size;
   const size_t data_offset = round_up(controls, 4096);
   const size_t p2p_offset = data_offset + static_cast<size_t>(size) * 2 * slot_bytes;
   const size_t pairs = static_cast<size_t>(size) * size;
   const size_t bytes = p2p_offset + pairs * sizeof(Channel) +
                        pairs * kChunksPerChannel * (kChunkHeaderBytes + kP2PChunkBytes);
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  ZERO_CHECK(fd >= 0, CommError, "shm_open(", name, ") failed: ", std::strerror(errno));
-  // posix_fallocate, not ftruncate alone: a full /dev/shm must fail here, not as a SIGBUS later.
-  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  void* base =
-      rc == 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  const int map_errno = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) {
-    ::shm_unlink(name.c_str());
-    throw CommError(str("cannot reserve ", bytes, " bytes of shared memory for ", size, " ranks (",
-                        name, "): ", std::strerror(rc ? rc : map_errno)));
-  }
+  std::string name;
+  void* base = create_shared_segment(bytes, name);
   auto* header = new (base) Header{};
   header->magic = kMagic;
   header->nonce = std::random_device{}() * 0x100000001ULL ^ std::random_device{}();

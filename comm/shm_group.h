@@ -39,6 +39,13 @@ struct ShmWaitError : std::runtime_error {
 // names.
 std::vector<std::string> remove_orphan_segments();
 
+// A plain segment of `bytes` (zero-filled, owner-only) named as the groups' segments are, so the
+// orphan sweep covers it: memory the ranks of a group share (host_shared_tensor). create returns
+// the mapping and sets `name`; attach maps an existing one of exactly `bytes`. Both throw
+// CommError with the reason.
+void* create_shared_segment(size_t bytes, std::string& name);
+void* attach_shared_segment(const std::string& name, size_t bytes);
+
 class ShmGroup {
  public:
   using Clock = std::chrono::steady_clock;

@@ -105,6 +105,7 @@ Json zero_json(const ZeroOptimizationConfig& z) {
   out["sub_group_size"] = z.sub_group_size;
   out["load_from_fp32_weights"] = z.load_from_fp32_weights;
   out["ignore_unused_parameters"] = z.ignore_unused_parameters;
+  if (z.host_shared_params) out["host_shared_params"] = true;  // ours: only when set
   out["offload_optimizer"] = oo;
   out["offload_param"] = op;
   out["stage3_prefetch_bucket_size"] = z.stage3_prefetch_bucket_size;

@@ -225,6 +225,7 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
              "it lets DeepSpeed's stage 1/2 checkpoints load at another data-parallel size; every "
              "checkpoint of this engine loads at any world size and stage");
   s.read("ignore_unused_parameters", z.ignore_unused_parameters);
+  s.read("host_shared_params", z.host_shared_params);
   read_fixed(s, "legacy_stage1", false, Otherwise::kRefuse,
              "the ZeRO stage 1 implementation of DeepSpeed before 0.5.9 (current DeepSpeed "
              "raises an error for it too)");
@@ -366,6 +367,16 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
     ctx.warn(s.child("zero_hpz_partition_size"),
              "no effect at stage " + std::to_string(z.stage) +
                  ": hpZ keeps a secondary copy of the partitioned parameters of stage 3");
+  }
+  if (z.host_shared_params) {
+    const char* without =
+        z.stage == 0 ? "at stage 0 (every rank updates all parameters itself)"
+        : z.stage == 3 && z.mics_shard_size > 0            ? "with MiCS (mics_shard_size)"
+        : z.stage == 3 && z.offload_param.device != "none" ? "with offload_param"
+        : z.stage == 3 && z.zero_hpz_partition_size > 1    ? "with hpZ (zero_hpz_partition_size)"
+        : z.stage == 3 && z.zero_quantized_weights         ? "with qwZ (zero_quantized_weights)"
+                                                           : nullptr;
+    if (without) ctx.warn(s.child("host_shared_params"), std::string("no effect ") + without);
   }
   if (z.mics_shard_size > 0 && z.stage != 3) {
     ctx.warn(s.child("mics_shard_size"),

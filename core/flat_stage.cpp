@@ -101,33 +101,54 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
                                                                     : options_.comm_dtype;
   groups_.resize(lgroups.size());
   const at::Device device = params_.empty() ? at::Device(at::kCPU) : params_[0].device();
+  // Every rank of the group decides alike (the same options; the group shares memory or not).
+  shared_params_ = options_.host_shared_params && options_.stage >= 1 && world_ > 1 &&
+                   device.is_cpu() && !options_.replica_group && !options_.param_store &&
+                   !options_.secondary_group && !options_.quantized_weights;
   for (size_t gi = 0; gi < lgroups.size(); ++gi) {
     const Group& g = lgroups[gi];
     GroupBuffers& b = groups_[gi];
     auto opts = at::TensorOptions().dtype(to_scalar_type(g.dtype)).device(device);
     const bool presharded = gi < param_shards.size() && param_shards[gi].defined();
-    // Presharded: memory is reserved, never touched, and released below.
-    b.flat = presharded ? at::empty({g.padded_numel}, opts) : at::zeros({g.padded_numel}, opts);
-    if (!presharded) {
-      {
-        at::NoGradGuard no_grad;
-        for (int pi : g.params) {
-          const BufferRange r = layout_.slots()[pi].buffer;
-          b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
-        }
+    if (shared_params_) {
+      b.flat = comm_->host_shared_tensor(g.padded_numel, to_scalar_type(g.dtype));
+      shared_params_ = b.flat.defined();  // the first group's answer is every group's
+    }
+    const BufferRange shard = g.shard(rank_);
+    auto fill_from_params = [&] {
+      at::NoGradGuard no_grad;
+      for (int pi : g.params) {
+        const BufferRange r = layout_.slots()[pi].buffer;
+        b.flat.narrow(0, r.begin, r.numel()).copy_(params_[pi].detach().reshape({-1}));
       }
-      // MiCS: the first shard group's values into every group, then within each group.
-      if (options_.replica_group) options_.replica_group->broadcast(b.flat, 0)->wait();
-      if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
+    };
+    if (shared_params_) {
+      // Rank 0's values (what the broadcast below gives the others), or each rank's own shard;
+      // nobody reads before everybody wrote.
+      if (presharded)
+        b.flat.narrow(0, shard.begin, shard.numel()).copy_(param_shards[gi]);
+      else if (rank_ == 0)
+        fill_from_params();
+      comm_->barrier()->wait();
+    } else {
+      // Presharded: memory is reserved, never touched, and released below.
+      b.flat = presharded ? at::empty({g.padded_numel}, opts) : at::zeros({g.padded_numel}, opts);
+      if (!presharded) {
+        fill_from_params();
+        // MiCS: the first shard group's values into every group, then within each group.
+        if (options_.replica_group) options_.replica_group->broadcast(b.flat, 0)->wait();
+        if (world_ > 1) comm_->broadcast(b.flat, 0)->wait();
+      }
     }
     for (int pi : g.params) {
       const BufferRange r = layout_.slots()[pi].buffer;
       params_[pi].set_data(b.flat.narrow(0, r.begin, r.numel()).view(params_[pi].sizes()));
     }
-    const BufferRange shard = g.shard(rank_);
-    b.sharded_params = sharded_group[gi];
+    // Shared: the flat buffer stays, and this rank's shard is its part of it.
+    b.sharded_params = sharded_group[gi] && !shared_params_;
     at::Tensor compute_shard;
-    ZERO_ASSERT(!presharded || b.sharded_params, "a presharded group must stay sharded");
+    ZERO_ASSERT(!presharded || b.sharded_params || shared_params_,
+                "a presharded group must stay sharded");
     if (b.sharded_params) {
       b.param_shard = presharded ? param_shards[gi].to(device)
                                  : b.flat.narrow(0, shard.begin, shard.numel()).clone();
@@ -603,6 +624,15 @@ OptimizerShard FlatStage::shard_of(int group, const at::Tensor& grad) const {
                         b.compute_shard};
 }
 
+void FlatStage::publish_groups(bool sharded_too) {
+  if (shared_params_) {  // every rank wrote its shard into the one copy: wait for the others
+    comm_->barrier()->wait();
+    return;
+  }
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (sharded_too || !groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
+}
+
 void FlatStage::all_gather_shard_into_flat(int group) {
   GroupBuffers& b = groups_[group];
   const Group& g = layout_.groups()[group];
@@ -618,15 +648,13 @@ void FlatStage::all_gather_shard_into_flat(int group) {
     return;
   }
   if (world_ == 1) return;
+  // The own shard is already in place inside the flat buffer: it is the all-gather's input
+  // (a collective gathering in place skips copying it), with no staging copy of it.
   const int64_t S = g.shard_numel;
   const int64_t chunk =
       std::min<int64_t>(S, std::max<int64_t>(1, options_.allgather_bucket_numel / world_));
-  if (!gather_in_.defined() || gather_in_.numel() < chunk ||
-      gather_in_.scalar_type() != to_scalar_type(g.dtype))
-    gather_in_ = at::empty({chunk}, b.flat.options());
   if (chunk == S) {  // one collective straight into the flat buffer
-    at::Tensor in = gather_in_.narrow(0, 0, S).copy_(own);
-    comm_->all_gather(in, b.flat)->wait();
+    comm_->all_gather(own, b.flat)->wait();
     return;
   }
   if (!gather_out_.defined() || gather_out_.numel() < chunk * world_ ||
@@ -634,9 +662,8 @@ void FlatStage::all_gather_shard_into_flat(int group) {
     gather_out_ = at::empty({chunk * world_}, b.flat.options());
   for (int64_t c = 0; c < S; c += chunk) {
     const int64_t n = std::min(chunk, S - c);
-    at::Tensor in = gather_in_.narrow(0, 0, n).copy_(own.narrow(0, c, n));
     at::Tensor out = gather_out_.narrow(0, 0, n * world_);
-    comm_->all_gather(in, out)->wait();
+    comm_->all_gather(own.narrow(0, c, n), out)->wait();
     for (int r = 0; r < world_; ++r)
       if (r != rank_) b.flat.narrow(0, r * S + c, n).copy_(out.narrow(0, r * n, n));
   }
@@ -650,7 +677,9 @@ void FlatStage::note_gathered_bytes(int64_t delta) {
 StageMemory FlatStage::memory() const {
   StageMemory m;
   for (const auto& b : groups_) {
-    if (!b.sharded_params)
+    if (shared_params_)  // one copy for the ranks sharing it: this rank's share
+      m.parameters_bytes += b.flat.nbytes() / world_;
+    else if (!b.sharded_params)
       m.parameters_bytes += b.flat.nbytes();
     else if (b.param_shard.defined())  // undefined when offloaded (between gathers)
       m.parameters_bytes += b.param_shard.nbytes();
@@ -660,7 +689,6 @@ StageMemory FlatStage::memory() const {
   }
   for (const auto& s : slots_) m.comm_buffers_bytes += s.staging.nbytes();
   if (convert_scratch_.defined()) m.comm_buffers_bytes += convert_scratch_.nbytes();
-  if (gather_in_.defined()) m.comm_buffers_bytes += gather_in_.nbytes();
   if (gather_out_.defined()) m.comm_buffers_bytes += gather_out_.nbytes();
   m.gathered_params_bytes = gathered_bytes_;
   m.peak_gathered_params_bytes = peak_gathered_bytes_;

@@ -56,6 +56,7 @@ class FlatStage : public Stage {
   void set_grad_ready(GradReadyFn fn) override { grad_ready_ = std::move(fn); }
   void set_implicit_passes(int passes_per_step) override;
   int implicit_passes_begun() const override { return implicit_begun_; }
+  bool host_shared_params() const override { return shared_params_; }
 
  protected:
   // Allocates the buffers, broadcasts rank 0's values, makes the parameters views and
@@ -69,6 +70,9 @@ class FlatStage : public Stage {
   // All-gathers this rank's compute-dtype shard of group g into its full flat buffer (after
   // casting the master when it is not an alias). Blocks until done.
   void all_gather_shard_into_flat(int group);
+  // After the optimizer wrote this rank's shards: every group's flat buffer (with `sharded_too`,
+  // stage 3's sharded groups as well) holds every rank's updated values. Collective.
+  void publish_groups(bool sharded_too);
   OptimizerShard shard_of(int group, const at::Tensor& grad) const;
   void note_gathered_bytes(int64_t delta);
 
@@ -82,6 +86,10 @@ class FlatStage : public Stage {
   std::vector<GroupBuffers> groups_;
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
+  // StageOptions::host_shared_params in effect: every group's flat buffer is memory the ranks
+  // share, written only by the optimizer (each rank its shard) between the gradient norm's
+  // all-reduce (every rank finished its backward) and publish_groups' barrier.
+  bool shared_params_ = false;
 
  private:
   struct Slot {
@@ -139,7 +147,7 @@ class FlatStage : public Stage {
   // grow grows to at least this at once, so that the slots stop growing within the first step.
   int64_t staged_numel_ = 0;
   std::deque<Pending> pending_;
-  at::Tensor gather_in_, gather_out_;  // all-gather staging (publish)
+  at::Tensor gather_out_;  // all-gather staging (publish in pieces of allgather_bucket_size)
   c10::ScalarType comm_dtype_ = c10::ScalarType::Undefined;
   bool average_op_ = true;   // the reduction is ReduceOp::kAvg; else kSum with the scales below
   double pre_scale_ = 1.0;   // gradients *= this before the sum

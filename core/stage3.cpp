@@ -55,9 +55,11 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
   park_limit_bytes_ += units_[0].bytes;
   setup(sharded, param_shards);
   if (options_.param_store) move_shards_to_store();
-  // setup() left every buffer gathered; keep the rest of the model, release the blocks.
+  // setup() left every buffer gathered; keep the rest of the model, release the blocks (with
+  // host_shared_params every unit stays available: its buffers are the ranks' one shared copy).
   for (size_t u = 0; u < units_.size(); ++u) {
     units_[u].state = UnitState::kAvailable;
+    if (shared_params_) continue;
     note_gathered_bytes(units_[u].bytes);
     live_numel_ += units_[u].numel;
   }
@@ -133,7 +135,7 @@ std::vector<OptimizerShard> Stage3::optimizer_shards() {
 
 void Stage3::start_gather(int unit, bool exact) {
   Unit& u = units_[unit];
-  if (u.state != UnitState::kReleased) return;
+  if (u.state != UnitState::kReleased || shared_params_) return;
   if (live_numel_ + u.numel > options_.max_live_numel) evict_kept(u.numel);
   if (live_numel_ + u.numel > options_.max_live_numel && !warned_live_) {
     spdlog::warn(
@@ -223,7 +225,7 @@ void Stage3::finish_gather(int unit) {
 
 void Stage3::release(int unit) {
   Unit& u = units_[unit];
-  if (u.state == UnitState::kReleased || held_) return;
+  if (u.state == UnitState::kReleased || held_ || shared_params_) return;
   if (u.state == UnitState::kGathering) finish_gather(unit);
   if (keep_secondaries_ && !u.secondary) keep_secondary(u);
   for (int gi : u.groups) release_storage(groups_[gi].flat);
@@ -423,8 +425,8 @@ StageMemory Stage3::memory() const {
 
 void Stage3::publish_parameters() {
   drop_secondaries();
-  for (size_t g = 0; g < groups_.size(); ++g)
-    if (!groups_[g].sharded_params) all_gather_shard_into_flat(static_cast<int>(g));
+  publish_groups(/*sharded_too=*/false);
+  if (shared_params_) return;  // nothing is released, nothing to gather
   // Sharded groups: the optimizer wrote the new values into param_shard (param16), or into the
   // parameter store itself (offloaded optimizer); an optimizer on the device updated only the
   // master, which goes to the store here.

@@ -47,9 +47,7 @@ class Stage1 : public FlatStage {
     return out;
   }
   bool shards_replicated() const override { return false; }
-  void publish_parameters() override {
-    for (size_t g = 0; g < groups_.size(); ++g) all_gather_shard_into_flat(static_cast<int>(g));
-  }
+  void publish_parameters() override { publish_groups(/*sharded_too=*/true); }
 };
 
 // Stage 2: gradients reduce-scattered bucket by bucket into this rank's gradient shard.
@@ -67,9 +65,7 @@ class Stage2 : public FlatStage {
     return out;
   }
   bool shards_replicated() const override { return false; }
-  void publish_parameters() override {
-    for (size_t g = 0; g < groups_.size(); ++g) all_gather_shard_into_flat(static_cast<int>(g));
-  }
+  void publish_parameters() override { publish_groups(/*sharded_too=*/true); }
 };
 
 }  // namespace

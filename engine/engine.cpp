@@ -124,6 +124,7 @@ StageOptions stage_options(const Config& c) {
   s.max_reuse_distance_numel = z.stage3_max_reuse_distance;
   s.offload_optimizer = z.offload_optimizer.device != "none" && z.stage >= 1;
   s.quantized_weights = z.stage == 3 && z.zero_quantized_weights;
+  s.host_shared_params = z.host_shared_params;
   return s;
 }
 
@@ -509,10 +510,21 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
                              : transport == "shm"              ? "Gloo over shared memory"
                              : transport == "tcp"              ? "Gloo over TCP"
                                                                : "one process";
+    const bool shared = made.stage->host_shared_params();
     spdlog::info(
-        "[rank 0] ZeRO stage {} on {} ({}): {} trainable parameters ({} elements padded), "
+        "[rank 0] ZeRO stage {} on {} ({}{}): {} trainable parameters ({} elements padded), "
         "optimizer {}{}, {}",
-        stage, ranks, over, specs.size(), padded_numel, optimizer_type, states_at, precision);
+        stage, ranks, over, shared ? ", one parameter copy shared on the host" : "", specs.size(),
+        padded_numel, optimizer_type, states_at, precision);
+    // The config's own warnings cover stage 0 and the features it cannot go with.
+    const ZeroOptimizationConfig& z = config.zero_optimization;
+    if (z.host_shared_params && !shared && stage >= 1 && z.mics_shard_size <= 0 &&
+        z.offload_param.device == "none" && z.zero_hpz_partition_size <= 1 &&
+        !z.zero_quantized_weights)
+      spdlog::warn(
+          "[rank 0] zero_optimization.host_shared_params: no effect: the data group's ranks do not "
+          "share memory here ({})",
+          over);
     spdlog::info("[rank 0] memory{}: {}",
                  grid && grid->tensor_size() > 1 ? " (rank 0's slices, " + grid->to_string() + ")"
                                                  : std::string(),

@@ -8,14 +8,17 @@
 # and the CPU tensors it allocates per step after the second (LibTorch's allocator, counted by
 # zero::count_cpu_allocations: the engine should add none to the model's own). A last run of each
 # stage with wall_clock_breakdown and the comms logger shows where its extra time goes.
+# A stage written with an "h" (3h) runs with zero_optimization.host_shared_params: one parameter
+# copy the ranks share instead of a copy (or shard) per rank and its all-gathers.
 # Environment: BUILD_DIR (build), SHAPES ("small gpt2-small"), PRECISIONS ("fp32 bf16"),
-# STAGES ("0 1 2 3"), ROUNDS (3), STEPS_SMALL (40), STEPS_GPT2 (8), PORT (29960), BREAKDOWN (1).
+# STAGES ("0 1 2 3 1h 2h 3h"), ROUNDS (3), STEPS_SMALL (40), STEPS_GPT2 (8), PORT (29960),
+# BREAKDOWN (1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 SHAPES=${SHAPES:-"small gpt2-small"}
 PRECISIONS=${PRECISIONS:-"fp32 bf16"}
-STAGES=${STAGES:-"0 1 2 3"}
+STAGES=${STAGES:-"0 1 2 3 1h 2h 3h"}
 ROUNDS=${ROUNDS:-3}
 STEPS_SMALL=${STEPS_SMALL:-40}
 STEPS_GPT2=${STEPS_GPT2:-8}
@@ -70,12 +73,13 @@ run_floor() {
 
 # run_stage SHAPE PRECISION STAGE [gpt_train args] -> rank 0's measures.
 run_stage() {
-  local shape=$1 precision=$2 stage=$3 log="$work/stage.log"
+  local shape=$1 precision=$2 stage=$3 log="$work/stage.log" shared=()
   shift 3
+  [ "${stage%h}" = "$stage" ] || shared=(--set zero_optimization.host_shared_params=true)
   PORT=$((PORT + 1))
   # shellcheck disable=SC2046
   "$zerorun" --nproc_per_node $RANKS --master_port $PORT "$train" --deepspeed_config \
-    "$(config "$shape" "$stage" "$precision")" $(shape_args "$shape") --json_summary "$@" >"$log" 2>&1 || {
+    "$(config "$shape" "${stage%h}" "$precision")" $(shape_args "$shape") --json_summary "${shared[@]}" "$@" >"$log" 2>&1 || {
     echo "floor.sh: stage $stage failed:" >&2; tail -20 "$log" >&2; exit 1; }
   measures "$log"
 }
@@ -101,7 +105,7 @@ for shape in $SHAPES; do
       mb=$(awk -v r="$run" '$1 == r { print $3 }' "$work/times" | median)
       allocs=$(awk -v r="$run" '$1 == r { print $4 }' "$work/times" | median)
       awk -v s="$shape" -v p="$precision" -v r="$run" -v ms="$ms" -v f="$floor" -v mb="$mb" -v a="$allocs" \
-        'BEGIN { sub(/stage/, "stage ", r); printf "| %s | %s | %s | %.1f | %.3fx | %.0f | %s |\n", s, p, r, ms, ms / f, mb, a }'
+        'BEGIN { sub(/stage/, "stage ", r); sub(/h$/, " shared", r); printf "| %s | %s | %s | %.1f | %.3fx | %.0f | %s |\n", s, p, r, ms, ms / f, mb, a }'
     done
   done
 done

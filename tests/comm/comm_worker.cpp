@@ -159,6 +159,20 @@ void check_aliased(Communicator& c, int64_t m) {
   std::vector<at::Tensor> parts;
   for (int k = 0; k < w; ++k) parts.push_back(at::full({m}, k, at::kFloat));
   expect_equal(gathered, at::cat(parts), "all_gather from its own chunk of the output");
+  // Uneven: rank k contributes m + k elements at their offset.
+  std::vector<int64_t> counts;
+  int64_t offset = 0, total = 0;
+  for (int k = 0; k < w; ++k) {
+    counts.push_back(m + k);
+    if (k < r) offset += m + k;
+    total += m + k;
+  }
+  at::Tensor gathered_v = at::zeros({total}, at::kFloat);
+  at::Tensor own = gathered_v.narrow(0, offset, counts[r]).fill_(r);
+  c.all_gather_v(own, gathered_v, counts)->wait();
+  parts.clear();
+  for (int k = 0; k < w; ++k) parts.push_back(at::full({counts[k]}, k, at::kFloat));
+  expect_equal(gathered_v, at::cat(parts), "all_gather_v from its own chunk of the output");
 }
 
 void check_everything(Communicator& c, bool large) {

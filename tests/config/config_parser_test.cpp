@@ -254,6 +254,25 @@ TEST_CASE("unimplemented DeepSpeed features: ignored when the math is unchanged,
     CHECK(mentions(find(z2.warnings, "zero_optimization.zero_quantized_nontrainable_weights"),
                    "frozen parameters"));
   }
+  // host_shared_params (ours) acts at stages 1-3, and says where it cannot.
+  {
+    auto shared = [&](const std::string& zero) {
+      return parse(std::string("{") + kBatch +
+                   R"(, "zero_optimization": {"host_shared_params": true, )" + zero + "}}");
+    };
+    const zero::ParsedConfig s3 = shared(R"("stage": 3)");
+    CHECK(s3.warnings.empty());
+    CHECK(s3.config.zero_optimization.host_shared_params);
+    CHECK(shared(R"("stage": 1)").warnings.empty());
+    CHECK(mentions(find(shared(R"("stage": 0)").warnings, "zero_optimization.host_shared_params"),
+                   "no effect at stage 0"));
+    CHECK(mentions(find(shared(R"("stage": 3, "zero_hpz_partition_size": 2)").warnings,
+                        "zero_optimization.host_shared_params"),
+                   "no effect with hpZ"));
+    CHECK(mentions(find(shared(R"("stage": 3, "offload_param": {"device": "cpu"})").warnings,
+                        "zero_optimization.host_shared_params"),
+                   "no effect with offload_param"));
+  }
   // Optimizer offload to NVMe is built, at every ZeRO stage that has an optimizer partition.
   CHECK(
       parse(

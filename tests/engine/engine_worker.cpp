@@ -81,18 +81,55 @@ void run_golden(const std::shared_ptr<Communicator>& comm) {
   Case reuse_none = reuse_far;
   reuse_none.max_reuse_distance = 0;
   cases.push_back(reuse_none);
+  // host_shared_params: one parameter copy the ranks share (on shared memory; over TCP the
+  // stages run as without it). Each must end bitwise equal to its case without sharing.
+  for (int stage = 1; stage <= 3; ++stage) {
+    Case shared;
+    shared.stage = stage;
+    shared.gas = stage == 2 ? 1 : 2;
+    shared.clip = stage == 2 ? 0 : 0.05;
+    shared.micro = stage == 2 ? 2 : 1;
+    shared.host_shared = true;
+    cases.push_back(shared);
+  }
   std::map<int64_t, int64_t> gathers_by_distance;
+  const bool shares = world > 1 && std::string(comm->transport()) == "shm";
   for (const Case& c : cases) {
     const std::string name = zero::detail::str(
         "stage ", c.stage, " gas ", c.gas, " clip ", c.clip, " ", c.optimizer, " bucket ", c.bucket,
         c.overlap ? "" : " no-overlap", c.scheduler.empty() ? "" : " OneCycle",
-        c.reuse_block ? zero::detail::str(" reuse dist ", c.max_reuse_distance) : "");
+        c.reuse_block ? zero::detail::str(" reuse dist ", c.max_reuse_distance) : "",
+        c.host_shared ? " host-shared" : "");
     ParsedConfig parsed = parse(config_json(c, world), world);
     Net net(42, 2, /*wrap=*/true, c.reuse_block);
     Engine engine = initialize(net.ptr(), parsed, comm);
     train(engine, net, c, world, rank);
     if (c.reuse_block)
       gathers_by_distance[c.max_reuse_distance] = engine.memory_report().unit_gathers;
+    if (c.host_shared) {
+      Case own = c;
+      own.host_shared = false;
+      Net own_net(42, 2, /*wrap=*/true);
+      Engine own_engine = initialize(own_net.ptr(), parse(config_json(own, world), world), comm);
+      train(own_engine, own_net, own, world, rank);
+      EXPECT(bitwise_equal(engine.full_parameters(), own_engine.full_parameters()), name,
+             ": not bitwise equal to the same case with a parameter copy per rank");
+      const MemoryReport shared_mem = engine.memory_report(), own_mem = own_engine.memory_report();
+      if (c.stage == 3)
+        EXPECT((shared_mem.unit_gathers == 0) == shares, name, ": ", shared_mem.unit_gathers,
+               " unit gathers on transport ", comm->transport());
+      // This rank's share of the one copy: 1/world of the parameters (stages 1-2 keep them all;
+      // stage 3 its shards and the persistent ones whole); and no gather staging, nor stage 3's
+      // kept gather memory.
+      if (shares) {
+        EXPECT(c.stage == 3 ? shared_mem.parameters_bytes <= own_mem.parameters_bytes
+                            : shared_mem.parameters_bytes * world <= own_mem.parameters_bytes,
+               name, ": parameters ", shared_mem.parameters_bytes, " bytes vs ",
+               own_mem.parameters_bytes);
+        EXPECT(shared_mem.comm_buffers_bytes < own_mem.comm_buffers_bytes, name, ": comm buffers ",
+               shared_mem.comm_buffers_bytes, " bytes vs ", own_mem.comm_buffers_bytes);
+      }
+    }
     if (c.clip > 0)
       EXPECT(engine.last_grad_norm() > c.clip, name, ": clipping never engaged (norm ",
              engine.last_grad_norm(), ")");

@@ -219,7 +219,8 @@ void run_init(const std::shared_ptr<Communicator>& comm) {
   struct Row {
     bool bf16;
     std::string offload;
-    std::string params;  // offload_param
+    std::string params;   // offload_param
+    bool shared = false;  // host_shared_params: each rank writes its shard into the one copy
   };
   for (const Row& row : std::vector<Row>{{false, ""},
                                          {true, ""},
@@ -227,12 +228,15 @@ void run_init(const std::shared_ptr<Communicator>& comm) {
                                          {false, "nvme"},
                                          {true, "cpu", "cpu"},
                                          {false, "nvme", "nvme"},
-                                         {true, "", "nvme"}}) {
+                                         {true, "", "nvme"},
+                                         {false, "", "", true},
+                                         {true, "cpu", "", true}}) {
     Case c;
     c.stage = 3;
     c.gas = 2;
     c.micro = 1;
     c.clip = 0.05;
+    c.host_shared = row.shared;
     if (row.bf16) c.extra_top = R"(, "bf16": {"enabled": true})";
     OffloadCase o;
     o.device = row.offload.empty() ? "none" : row.offload;
@@ -241,7 +245,8 @@ void run_init(const std::shared_ptr<Communicator>& comm) {
     const std::string json = config_json(c, world, any ? offload_json(o) : "");
     const std::string name = zero::detail::str("stage 3", row.bf16 ? " bf16" : " fp32",
                                                row.offload.empty() ? "" : " offload ", row.offload,
-                                               row.params.empty() ? "" : " params ", row.params);
+                                               row.params.empty() ? "" : " params ", row.params,
+                                               row.shared ? " host-shared" : "");
     const torch::Dtype dtype = row.bf16 ? torch::kBFloat16 : torch::kFloat;
     Net whole_net(42, 2, /*wrap=*/true);
     Engine whole = initialize(whole_net.ptr(), parse(json, world), comm);

@@ -52,6 +52,7 @@ struct Case {
   int64_t max_reuse_distance = -1;  // stage3_max_reuse_distance; < 0: the default
   double eps = 1e-3;                // Adam's eps
   std::string extra_top;            // more top-level keys, e.g. R"(, "bf16": {"enabled": true})"
+  bool host_shared = false;         // zero_optimization.host_shared_params
 };
 
 inline const char* kWarmupLr =
@@ -74,8 +75,8 @@ inline std::string config_json(const Case& c, int world, const std::string& extr
       c.scheduler.empty() ? kWarmupLr : c.scheduler, R"(, "zero_optimization": {"stage": )",
       c.stage, R"(, "reduce_bucket_size": )", c.bucket, R"(, "allgather_bucket_size": )", c.bucket,
       R"(, "overlap_comm": )", c.overlap ? "true" : "false",
-      c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 30)" : "", reuse, extra_zero, "}",
-      c.extra_top, "}");
+      c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 30)" : "", reuse,
+      c.host_shared ? R"(, "host_shared_params": true)" : "", extra_zero, "}", c.extra_top, "}");
 }
 
 inline ParsedConfig parse(const std::string& json, int world) {

@@ -77,6 +77,12 @@ class Communicator {
   // How its collectives move bytes: "shm" (shared memory, ranks of one host), "tcp" (Gloo's
   // TCP pairs), "self" (a Gloo group of one rank), "nccl".
   virtual const char* transport() const { return to_string(backend()); }
+  // Memory that every rank of this group maps, the same bytes for all: `numel` zero-filled
+  // elements of `dtype`, freed when the last rank drops its tensor. Only where the ranks share a
+  // host and the group runs on shared memory; an undefined tensor elsewhere (every rank of a
+  // group gets the same answer). Collective. What one rank writes, the others read: the callers
+  // order writes and reads with the group's collectives.
+  virtual at::Tensor host_shared_tensor(int64_t numel, at::ScalarType dtype) { return {}; }
 
   // In place: every rank ends with op over all ranks' `tensor`. kAvg divides after summing
   // (rounded once to the dtype; integers truncate toward zero).

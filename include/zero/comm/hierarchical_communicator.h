@@ -31,6 +31,9 @@ class HierarchicalCommunicator : public Communicator {
   int world_size() const override { return flat_->world_size(); }
   Backend backend() const override { return flat_->backend(); }
   const char* transport() const override { return flat_->transport(); }
+  at::Tensor host_shared_tensor(int64_t numel, at::ScalarType dtype) override {
+    return flat_->host_shared_tensor(numel, dtype);
+  }
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op) override;
   WorkHandle reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
                             InputUse use) override;

@@ -149,6 +149,10 @@ struct ZeroOptimizationConfig {
   // parameter got no gradient stop with an error naming it (DeepSpeed's check); true reduces its
   // gradient as zeros.
   bool ignore_unused_parameters = true;
+  // host_shared_params (ours): stages 1-3 on ranks of one host (the shared-memory transport)
+  // keep one copy of the parameters that the ranks share, each rank's optimizer writing its
+  // shard in place: no parameter all-gathers (StageOptions::host_shared_params).
+  bool host_shared_params = false;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
   // stage 3 (each also accepted without the stage3_ prefix, as DeepSpeed's aliases)

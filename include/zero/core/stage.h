@@ -65,6 +65,13 @@ struct StageOptions {
   // first group's values, and at each accumulation boundary their gradient shards are averaged
   // over this group before the optimizer reads them. Null: the stage's group is the data group.
   std::shared_ptr<Communicator> replica_group;
+  // Stages 1-3 whose ranks share a host on the shared-memory transport (host_shared_params):
+  // each layout group's full parameter buffer is one copy in memory the ranks share
+  // (Communicator::host_shared_tensor); each rank's optimizer writes its shard of it in place,
+  // and publishing the updated parameters is a barrier instead of an all-gather. Stage 3 then
+  // gathers and releases nothing (its units stay available). Not with MiCS, offload_param, hpZ
+  // or qwZ, nor on a device; where the group cannot share memory the stage runs as without it.
+  bool host_shared_params = false;
 };
 
 // One shard the optimizer updates: master (fp32) and its gradient (fp32, fp16 or bf16; scaled by
@@ -132,6 +139,8 @@ class Stage {
   virtual std::vector<OptimizerShard> optimizer_shards() = 0;
   // True when every rank holds the same full gradients (stage 0): a norm needs no all-reduce.
   virtual bool shards_replicated() const = 0;
+  // StageOptions::host_shared_params in effect: the parameters are one copy the ranks share.
+  virtual bool host_shared_params() const { return false; }
   // After the optimizer updated the masters: make the parameters reflect them.
   virtual void publish_parameters() = 0;
   // Zeroes the accumulated gradients.
