@@ -81,6 +81,9 @@ bool read_full_parameters(const Engine::Impl& s, at::Device device) {
   const int world = s.comm->world_size();
   // With tensor parallelism the stage's all-gather over the data group fills the slices.
   if (world == 1 || (stage != 1 && stage != 2) || s.tensor_size > 1) return false;
+  // One copy the ranks share (host_shared_params): each rank writes its shard, and publishing is
+  // a barrier.
+  if (s.stage->host_shared_params()) return false;
   bool one_node = false;
   try {
     const RankEnv env = detect_rank_env();
