@@ -207,6 +207,12 @@ void run_memory(const std::shared_ptr<Communicator>& comm) {
     EXPECT(m.model_states_bytes() <= formula + slack, "stage ", stage, ": ", m.to_string(),
            " > formula ", formula, " + ", slack);
     EXPECT(m.optimizer_states_bytes > 0, "stage ", stage);
+    // Two staging slots of a bucket and the publishing all-gather's bucket, whatever the bucket
+    // count: the first backward once held every bucket in a staging buffer of its own.
+    if (stage == 1 || stage == 2)
+      EXPECT(m.comm_buffers_bytes <= 3 * c.bucket * 4, "stage ", stage, ": comm buffers ",
+             m.comm_buffers_bytes, " B for buckets of ", c.bucket, " elements (",
+             (psi + c.bucket - 1) / c.bucket, " buckets)");
     if (rank == 0)
       std::printf(
           "memory world %d stage %d psi %lld: model states %lld B, ZeRO fp32 formula %lld B, comm "
