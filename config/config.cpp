@@ -33,6 +33,16 @@ std::string Config::precision() const {
   return fp16.enabled ? "fp16" : bf16.enabled ? "bf16" : "fp32";
 }
 
+const char* ZeroOptimizationConfig::host_shared_params_excluded_by() const {
+  if (stage == 0) return "at stage 0 (every rank updates all parameters itself)";
+  if (stage != 3) return nullptr;
+  if (mics_shard_size > 0) return "with MiCS (mics_shard_size)";
+  if (offload_param.device != "none") return "with offload_param";
+  if (zero_hpz_partition_size > 1) return "with hpZ (zero_hpz_partition_size)";
+  if (zero_quantized_weights) return "with qwZ (zero_quantized_weights)";
+  return nullptr;
+}
+
 namespace detail {
 
 namespace {

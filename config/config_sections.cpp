@@ -368,16 +368,9 @@ void read_zero(Section& root, ZeroOptimizationConfig& z) {
              "no effect at stage " + std::to_string(z.stage) +
                  ": hpZ keeps a secondary copy of the partitioned parameters of stage 3");
   }
-  if (z.host_shared_params) {
-    const char* without =
-        z.stage == 0 ? "at stage 0 (every rank updates all parameters itself)"
-        : z.stage == 3 && z.mics_shard_size > 0            ? "with MiCS (mics_shard_size)"
-        : z.stage == 3 && z.offload_param.device != "none" ? "with offload_param"
-        : z.stage == 3 && z.zero_hpz_partition_size > 1    ? "with hpZ (zero_hpz_partition_size)"
-        : z.stage == 3 && z.zero_quantized_weights         ? "with qwZ (zero_quantized_weights)"
-                                                           : nullptr;
-    if (without) ctx.warn(s.child("host_shared_params"), std::string("no effect ") + without);
-  }
+  if (z.host_shared_params)
+    if (const char* without = z.host_shared_params_excluded_by())
+      ctx.warn(s.child("host_shared_params"), std::string("no effect ") + without);
   if (z.mics_shard_size > 0 && z.stage != 3) {
     ctx.warn(s.child("mics_shard_size"),
              "no effect at stage " + std::to_string(z.stage) +

@@ -516,11 +516,9 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
         "optimizer {}{}, {}",
         stage, ranks, over, shared ? ", one parameter copy shared on the host" : "", specs.size(),
         padded_numel, optimizer_type, states_at, precision);
-    // The config's own warnings cover stage 0 and the features it cannot go with.
+    // The config warned already where its own settings exclude it.
     const ZeroOptimizationConfig& z = config.zero_optimization;
-    if (z.host_shared_params && !shared && stage >= 1 && z.mics_shard_size <= 0 &&
-        z.offload_param.device == "none" && z.zero_hpz_partition_size <= 1 &&
-        !z.zero_quantized_weights)
+    if (z.host_shared_params && !shared && !z.host_shared_params_excluded_by())
       spdlog::warn(
           "[rank 0] zero_optimization.host_shared_params: no effect: the data group's ranks do not "
           "share memory here ({})",

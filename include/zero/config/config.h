@@ -153,6 +153,9 @@ struct ZeroOptimizationConfig {
   // keep one copy of the parameters that the ranks share, each rank's optimizer writing its
   // shard in place: no parameter all-gathers (StageOptions::host_shared_params).
   bool host_shared_params = false;
+  // What of this section keeps host_shared_params from acting ("at stage 0 (...)", "with MiCS
+  // (...)"), or nullptr: the one list the config's warning and the engine's check share.
+  const char* host_shared_params_excluded_by() const;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
   // stage 3 (each also accepted without the stage3_ prefix, as DeepSpeed's aliases)
