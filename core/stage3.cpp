@@ -63,12 +63,8 @@ Stage3::Stage3(const StageOptions& options, std::vector<at::Tensor> params, Flat
     note_gathered_bytes(units_[u].bytes);
     live_numel_ += units_[u].numel;
   }
-  for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  release_all();
   peak_gathered_bytes_ = gathered_bytes_;
-  if (options_.quantized_weights && world_ > 1) {  // the rest of the model as training sees it
-    release(0);
-    finish_gather(0);
-  }
   // Not before: units built under zero::Init were never gathered, their flat buffers unfilled.
   keep_secondaries_ = options_.secondary_group != nullptr;
 }
@@ -388,6 +384,10 @@ void Stage3::gather_all() {
 
 void Stage3::release_all() {
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  // Every block gathered at once is no step's need: none of that memory is kept for the next
+  // gathers (it would stay beside them, unused, when fewer blocks are live in a step).
+  parked_.clear();
+  parked_bytes_ = 0;
   // The rest of the model as training sees it: through qwZ, as after a step.
   if (options_.quantized_weights && world_ > 1 && !held_ && !units_[0].quantized_values) {
     release(0);
