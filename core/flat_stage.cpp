@@ -251,6 +251,14 @@ void FlatStage::start_backward(bool boundary) {
   reduce_now_ =
       !options_.defer_reduction && (boundary || reduction_ == GradReduction::kReduceScatter);
   for (auto& b : buckets_) b = BucketState{};
+  // The first backward launched in layout order, so buckets that filled before their turn each
+  // waited in a staging buffer of its own (stage 3: behind the rest of the model, whose input
+  // layer's gradient comes last). With the order learned two slots take turns: free the others,
+  // once (a later step that needs a third keeps it and allocates nothing new after).
+  if (order_learned_ && !first_slots_dropped_) {
+    if (slots_.size() > 2) slots_.resize(2);
+    first_slots_dropped_ = true;
+  }
   next_launch_ = 0;
   filled_.clear();
   in_backward_ = true;

@@ -172,11 +172,14 @@ class FlatStage : public Stage {
   // then pair different buckets across ranks (wrong sums, or a transport error).
   // Before the first reducing backward has taught the order, layout order (the engine lays out
   // parameters in reverse registration order, roughly the order their gradients arrive): the
-  // first step overlaps too, and its buckets do not all wait in staging buffers until its end.
+  // first step overlaps too, except behind a bucket whose last gradient comes late (stage 3's
+  // rest of the model: the head's gradients first, the input layer's last), where the buckets
+  // wait in staging buffers of their own; start_backward frees those once the order is learned.
   std::vector<int> launch_order_;
   bool order_learned_ = false;
-  size_t next_launch_ = 0;   // launch_order_[next_launch_]: the next bucket to launch
-  std::vector<int> filled_;  // this backward's buckets in the order they filled
+  bool first_slots_dropped_ = false;  // the first backward's extra staging buffers freed
+  size_t next_launch_ = 0;            // launch_order_[next_launch_]: the next bucket to launch
+  std::vector<int> filled_;           // this backward's buckets in the order they filled
 };
 
 }  // namespace zero::detail

@@ -416,7 +416,7 @@ StageMemory Stage3::memory() const {
   if (options_.param_store) m.offloaded_params = options_.param_store->memory();
   // A gather in flight holds a view of one of these buffers as param_shard: counted once, here.
   for (const at::Tensor& b : shard_buffers_) m.comm_buffers_bytes += b.nbytes();
-  m.comm_buffers_bytes += parked_bytes_;  // released units' memory kept for the next gathers
+  m.kept_params_bytes = parked_bytes_;
   if (options_.param_store)
     for (const GroupBuffers& b : groups_)
       if (b.sharded_params && b.param_shard.defined()) m.parameters_bytes -= b.param_shard.nbytes();

@@ -27,6 +27,7 @@ std::string MemoryReport::to_string() const {
       << ", optimizer " << mb(optimizer_states_bytes) << "), comm buffers "
       << mb(comm_buffers_bytes) << ", gathered " << mb(gathered_params_bytes) << " (peak "
       << mb(peak_gathered_params_bytes) << ")";
+  if (kept_params_bytes > 0) out << ", kept for gathers " << mb(kept_params_bytes);
   if (!zeropp.empty()) out << ", ZeRO++: " << zeropp;
   if (mics_shard_size > 0)
     out << ", MiCS: shard groups of " << mics_shard_size << " ranks x " << mics_replicas
@@ -68,6 +69,7 @@ MemoryReport Engine::Impl::memory_report() const {
   r.comm_buffers_bytes = m.comm_buffers_bytes;
   r.gathered_params_bytes = m.gathered_params_bytes;
   r.peak_gathered_params_bytes = m.peak_gathered_params_bytes;
+  r.kept_params_bytes = m.kept_params_bytes;
   r.unit_gathers = m.unit_gathers;
   r.secondary_gathers = m.secondary_gathers;
   r.secondary_params_bytes = m.secondary_params_bytes;

@@ -103,6 +103,7 @@ struct StageMemory {
   int64_t comm_buffers_bytes = 0;     // bucket staging and all-gather staging buffers
   int64_t gathered_params_bytes = 0;  // stage 3: gathered units right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most ever gathered at once
+  int64_t kept_params_bytes = 0;  // stage 3: released units' memory kept for the next gathers
   int64_t unit_gathers = 0;       // stage 3: unit all-gathers started so far (a count, not bytes)
   int64_t secondary_gathers = 0;  // of those, the ones within hpZ's secondary group
   int64_t secondary_params_bytes = 0;  // hpZ: the secondary slices kept right now

@@ -42,6 +42,9 @@ struct MemoryReport {
   int64_t comm_buffers_bytes = 0;          // bucket / all-gather staging
   int64_t gathered_params_bytes = 0;       // stage 3: gathered right now
   int64_t peak_gathered_params_bytes = 0;  // stage 3: the most gathered at once so far
+  // stage 3: memory of released units kept for the next gathers of the same size (at most two
+  // of the largest blocks and the rest of the model), so that a step allocates nothing new.
+  int64_t kept_params_bytes = 0;
   int64_t unit_gathers = 0;  // stage 3: unit all-gathers started so far (a count, not bytes)
   // hpZ (zero_hpz_partition_size): the unit gathers within the secondary group among those, and
   // the secondary slices held right now (until the next step).
