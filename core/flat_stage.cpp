@@ -261,6 +261,7 @@ void FlatStage::start_backward(bool boundary) {
   }
   next_launch_ = 0;
   filled_.clear();
+  no_grad_.assign(params_.size(), 0);
   in_backward_ = true;
   grads_zero_ = false;
   if (reduction_ == GradReduction::kAllReduce) {
@@ -320,6 +321,8 @@ void FlatStage::on_grad(int param) {
     begin_implicit_pass(param);
     arrived_[param] = 1;
   }
+  ZERO_ASSERT(no_grad_.empty() || !no_grad_[param], "parameter '", layout_.params()[param].name,
+              "' got a gradient although it is outside the loss's autograd graph");
   got_grad_[param] = 1;
   const ParamSlot& ps = layout_.slots()[param];
   at::Tensor& grad = params_[param].mutable_grad();
@@ -359,12 +362,28 @@ void FlatStage::on_grad(int param) {
           .add_(grad.reshape({-1}));
     grad.reset();
   }
-  BucketState& bs = buckets_[ps.bucket];
+  count_arrival(param);
+}
+
+void FlatStage::count_arrival(int param) {
+  const int bucket = layout_.slots()[param].bucket;
+  BucketState& bs = buckets_[bucket];
   ++bs.arrived;
   after_grad(param);
-  if (bs.arrived == static_cast<int>(layout_.buckets()[ps.bucket].params.size())) {
-    filled_.push_back(ps.bucket);
+  if (bs.arrived == static_cast<int>(layout_.buckets()[bucket].params.size())) {
+    filled_.push_back(bucket);
     if (reduce_now_ && options_.overlap_comm) launch_filled_in_order();
+  }
+}
+
+void FlatStage::expect_no_grad(const std::vector<int>& params) {
+  ZERO_ASSERT(in_backward_ && implicit_passes_ == 0, "expect_no_grad outside a started backward");
+  // A staged bucket's slot is zeroed when taken and a kept gradient buffer holds what earlier
+  // micro-steps accumulated: either way nothing is added for these.
+  for (int param : params) {
+    ZERO_ASSERT(!no_grad_[param], "expect_no_grad: parameter ", param, " given twice");
+    no_grad_[param] = 1;
+    count_arrival(param);
   }
 }
 

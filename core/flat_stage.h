@@ -47,6 +47,7 @@ class FlatStage : public Stage {
 
   const FlatLayout& layout() const override { return layout_; }
   void start_backward(bool boundary) override;
+  void expect_no_grad(const std::vector<int>& params) override;
   void finish_backward() override;
   void zero_grad() override;  // nothing to do when no backward ran since the last one
   void reduce_deferred() override;
@@ -112,6 +113,8 @@ class FlatStage : public Stage {
   };
 
   void on_grad(int param);
+  // One more of `param`'s bucket in (a gradient, or one expect_no_grad said will not come).
+  void count_arrival(int param);
   void begin_implicit_pass(int param);  // implicit mode: a new pass starts with this gradient
   Slot new_slot() const;                // staging in the communication dtype
   c10::ScalarType grad_dtype_of(const Group& g) const;  // gradient buffers of group g
@@ -166,6 +169,7 @@ class FlatStage : public Stage {
   int implicit_begun_ = 0;         // passes begun since the last boundary finished
   std::vector<uint8_t> arrived_;   // implicit mode: parameters seen in this pass
   std::vector<uint8_t> got_grad_;  // per parameter: a gradient arrived since the last zero_grad
+  std::vector<uint8_t> no_grad_;   // per parameter: expect_no_grad said so for this backward
   // Every rank launches its buckets' collectives in one order, whatever order its gradients
   // arrive in: a parameter that one rank's loss did not use (a data-dependent forward) leaves
   // that rank's bucket unfilled until the end of backward, and launching in fill order would

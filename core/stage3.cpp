@@ -156,12 +156,13 @@ void Stage3::start_gather(int unit, bool exact) {
       b.param_shard.copy_(stored);
       options_.param_store->release(gi);
     }
+    Communicator& gathering = options_.gather_group ? *options_.gather_group : *comm_;
     if (world_ == 1)
       b.flat.copy_(b.param_shard);
     else if (options_.quantized_weights && !exact)
-      u.quantized.push_back(start_quantized_gather(*comm_, b.param_shard, b.flat));
+      u.quantized.push_back(start_quantized_gather(gathering, b.param_shard, b.flat));
     else
-      u.works.push_back(comm_->all_gather(b.param_shard, b.flat));
+      u.works.push_back(gathering.all_gather(b.param_shard, b.flat));
   }
   u.quantized_values =
       secondary ? u.secondary_quantized : options_.quantized_weights && !exact && world_ > 1;

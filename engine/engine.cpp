@@ -449,6 +449,10 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
   sopts.param_store = detail::make_param_store(config, swap_folders, comm->rank());
   impl->zeropp =
       detail::setup_zeropp(config, *impl->data, *impl->reducing, impl->pipeline != nullptr, sopts);
+  // A pipeline's stage keeps its parameters gathered for the batch: no gathers in backward.
+  if (stage == 3 && !impl->pipeline && impl->reducing->world_size() > 1)
+    sopts.gather_group = detail::gathering_communicator(
+        mics.shard, zc.mics_shard_size > 0 && zc.mics_hierarchical_params_gather);
   impl->stage =
       Stage::create(sopts, impl->params, std::move(layout), impl->reducing,
                     stage == 3 ? units : std::vector<UnitSpec>{}, std::move(param_shards));

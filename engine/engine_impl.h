@@ -156,6 +156,9 @@ struct Engine::Impl {
   // zero_optimization.ignore_unused_parameters false: throws UsageError on every rank when a
   // trainable parameter got no gradient on some rank since the last step. Collective.
   void check_unused_parameters() const;
+  // The parameters (indices into `params`) whose gradients a backward from `loss` cannot reach;
+  // none when the graph holds a checkpoint (its block's graph is made during backward).
+  std::vector<int> params_outside_graph(const at::Tensor& loss) const;
   MemoryReport memory_report() const;
   // The engine's communicators, each once: the world, the data, tensor and pipeline groups.
   std::vector<Communicator*> groups() const;

@@ -53,6 +53,9 @@ void Engine::backward(const at::Tensor& loss) {
   {
     ScopedPart inner(&s.timers, TimerPart::kBwdInner);
     s.stage->start_backward(boundary);
+    // Buckets fill at the same point of backward on every rank, whatever layers the forward
+    // skipped on some (Stage::expect_no_grad); one rank has no peer to wait for.
+    if (s.reducing->world_size() > 1) s.stage->expect_no_grad(s.params_outside_graph(loss));
     // DeepSpeed's order: loss / gradient_accumulation_steps, then (fp16) float(loss) * scale.
     const int64_t gas = s.config.gradient_accumulation_steps;
     at::Tensor scaled = gas > 1 ? loss / static_cast<double>(gas) : loss;

@@ -3,15 +3,41 @@
 // DeepSpeed makes the same check only at stages 1-2 with offload_optimizer (the assert in its
 // complete_grad_norm_calculation_for_cpu_offload); here it holds at every stage, since the key's
 // purpose is to catch a model whose forward skips a parameter.
+#include "activation/checkpoint_node.h"
 #include "engine_impl.h"
 #include "save_load/io.h"
 
 #include <zero/error.h>
 
+#include <torch/csrc/autograd/variable.h>
+
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 namespace zero {
+
+std::vector<int> Engine::Impl::params_outside_graph(const at::Tensor& loss) const {
+  std::unordered_set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> stack{
+      torch::autograd::impl::gradient_edge(loss).function.get()};
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!node || !seen.insert(node).second) continue;
+    // A checkpoint's block joins the graph only when its backward recomputes it: nothing is
+    // known to be out of reach.
+    if (detail::is_checkpoint_node(*node)) return {};
+    for (const torch::autograd::Edge& edge : node->next_edges())
+      if (edge.function) stack.push_back(edge.function.get());
+  }
+  std::vector<int> outside;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(params[i]);
+    if (!accumulator || !seen.count(accumulator.get())) outside.push_back(static_cast<int>(i));
+  }
+  return outside;
+}
 
 void Engine::Impl::check_unused_parameters() const {
   const std::vector<int> unused = stage->params_without_grad();

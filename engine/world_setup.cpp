@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <sstream>
 #include <vector>
 
@@ -98,6 +99,14 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
         kQgzBlockNumel, hosts.to_string());
   return std::make_shared<HierarchicalCommunicator>(data, make_host_groups(*data, hosts), min_bytes,
                                                     qgz ? kQgzBlockNumel : 0, gathers ? 0 : -1);
+}
+
+std::shared_ptr<Communicator> gathering_communicator(const std::shared_ptr<Communicator>& shard,
+                                                     bool hierarchical_gathers) {
+  std::vector<int> ranks(static_cast<size_t>(shard->world_size()));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return reducing_communicator(shard->new_group(ranks), /*lead=*/false,
+                               /*quantized_gradients=*/false, hierarchical_gathers);
 }
 
 namespace {

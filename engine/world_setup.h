@@ -50,6 +50,13 @@ std::shared_ptr<Communicator> reducing_communicator(const std::shared_ptr<Commun
                                                     bool lead, bool quantized_gradients = false,
                                                     bool hierarchical_gathers = false);
 
+// Stage 3's parameter gathers' communicator (StageOptions::gather_group says why they need one
+// of their own): a new group of `shard`'s ranks, made hierarchical where
+// reducing_communicator(shard, ..., hierarchical_gathers) is, so gathers take the same paths.
+// Collective over `shard`.
+std::shared_ptr<Communicator> gathering_communicator(const std::shared_ptr<Communicator>& shard,
+                                                     bool hierarchical_gathers);
+
 // The ranks ZeRO shards over: the data group's, or with MiCS at stage 3 (mics_shard_size > 0)
 // that many. ConfigError when the size does not divide the data group.
 int shard_world(const Config& config, int data_world);

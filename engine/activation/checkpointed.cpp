@@ -1,6 +1,7 @@
 // zero::checkpoint and zero::Checkpointed: an autograd Function whose forward runs the block
 // without a graph and saves its input and RNG state; its backward recomputes and back-propagates.
 #include <zero/engine/activation/checkpointed.h>
+#include "activation/checkpoint_node.h"
 #include <zero/error.h>
 #include <zero/offload/offload_optimizer.h>
 #include <zero/comm/communicator.h>
@@ -196,6 +197,10 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 };
 
 }  // namespace
+
+bool detail::is_checkpoint_node(const torch::autograd::Node& node) {
+  return dynamic_cast<const torch::autograd::CppNode<CheckpointFunction>*>(&node) != nullptr;
+}
 
 at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn,
                       const at::Tensor& input,

@@ -276,23 +276,61 @@ void run_memory(const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// A Block with a third Linear, "spare", whose output the forward adds times `use` (see
+// train_with_spare): a data-dependent layer inside a wrapped block.
+struct SpareBlockImpl : torch::nn::Module {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, spare{nullptr};
+  int use = 1;
+  SpareBlockImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(kWidth, kHidden));
+    fc2 = register_module("fc2", torch::nn::Linear(kHidden, kWidth));
+    spare = register_module("spare", torch::nn::Linear(kWidth, kWidth));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor out = x + fc2(torch::tanh(fc1(x)));
+    return use >= 0 ? out + use * spare(x) : out;
+  }
+};
+TORCH_MODULE(SpareBlock);
+
+// Where train_with_spare puts its spare layer.
+enum class SpareAt {
+  kTop,         // beside the blocks, in the rest of the model
+  kInnerBlock,  // inside the third of four wrapped blocks (backward gathers two after it)
+};
+
 // A Net with one more Linear, "spare", that the loss uses when `use_spare(step, micro)` says 1,
 // multiplies by zero when it says 0 (a zero gradient, every hook fires) and leaves out when it
 // says -1 (no gradient, no hook); trains `steps` steps of Case `c`. Returns the parameters after
 // training, with global_steps() as the last entry's value.
 Params train_with_spare(const std::shared_ptr<Communicator>& comm, const Case& c,
                         const std::string& extra_zero,
-                        const std::function<int(int, int)>& use_spare, int steps) {
+                        const std::function<int(int, int)>& use_spare, int steps,
+                        SpareAt at = SpareAt::kTop) {
   const int world = comm->world_size(), rank = comm->rank();
-  Net net(1);
-  torch::nn::Linear spare = net->register_module("spare", torch::nn::Linear(kIn, 1));
+  Net net(1, at == SpareAt::kTop ? 2 : 0);
+  torch::nn::Linear spare{nullptr};
+  SpareBlock inner{nullptr};
+  if (at == SpareAt::kTop) {
+    spare = net->register_module("spare", torch::nn::Linear(kIn, 1));
+  } else {
+    for (int i = 0; i < 4; ++i) {
+      if (i == 2) {
+        inner = SpareBlock();
+        net->blocks->push_back(zero::Sharded(inner));
+      } else {
+        net->blocks->push_back(zero::Sharded(Block(kWidth, kHidden)));
+      }
+    }
+  }
   Engine engine = initialize(net.ptr(), parse(config_json(c, world, extra_zero), world), comm);
   for (int step = 0; step < steps; ++step)
     for (int m = 0; m < c.gas; ++m) {
       auto [x, y] = samples(5, ((step * c.gas + m) * world + rank) * c.micro, c.micro);
-      torch::Tensor out = net->forward(x);
       const int use = use_spare(step, m);
-      if (use >= 0) out = out + use * spare(x).squeeze(-1);
+      if (inner) inner->use = use;
+      torch::Tensor out = net->forward(x);
+      if (spare && use >= 0) out = out + use * spare(x).squeeze(-1);
       engine.backward(torch::mse_loss(out, y));
       engine.step();
     }
@@ -335,6 +373,22 @@ void unused_parameters(const std::shared_ptr<Communicator>& comm) {
            " only trains differently from a zero "
            "gradient there (max rel diff ",
            max_rel_diff(skipped, zeroed), ")");
+    // The same inside a wrapped block with more blocks after it, which stage 3 gathers again in
+    // backward (stage3_max_reuse_distance 0), each when backward reaches it (no prefetch), while
+    // the block's buckets are reduced: the bucket fills at a different point on the rank without
+    // the gradient.
+    Case inner = c;
+    inner.max_reuse_distance = 0;
+    const std::string no_prefetch =
+        stage == 3 ? R"(, "stage3_prefetch_bucket_size": 0)" : std::string();
+    const Params skipped_inner =
+        train_with_spare(comm, inner, no_prefetch, last_rank(-1), 2, SpareAt::kInnerBlock);
+    const Params zeroed_inner =
+        train_with_spare(comm, inner, no_prefetch, last_rank(0), 2, SpareAt::kInnerBlock);
+    EXPECT(bitwise_equal(skipped_inner, zeroed_inner), "stage ", stage,
+           ": a layer of a wrapped block unused on rank ", world - 1,
+           " only trains differently from a zero gradient there (max rel diff ",
+           max_rel_diff(skipped_inner, zeroed_inner), ")");
     const std::string needle = rank == world - 1
                                    ? "2 trainable parameter(s) got no gradient on rank " +
                                          std::to_string(rank) + " since the last step: 'spare."

@@ -56,6 +56,12 @@ struct StageOptions {
   // parameters change (the optimizer step, zero_grad, a load). Null: every gather spans the data
   // group.
   std::shared_ptr<Communicator> secondary_group;
+  // Stage 3: the communicator of the parameter gathers, over the stage's ranks with an order of
+  // its own. A gradient bucket is reduced when its last gradient arrives, which on a rank whose
+  // forward skipped a layer is the end of backward, so its reductions and the gathers of the
+  // blocks backward still visits are issued in a different order on different ranks: on one
+  // communicator a gather would pair with a reduction. Null: the stage's communicator.
+  std::shared_ptr<Communicator> gather_group;
   // qwZ (zero_quantized_weights, stage 3): the gathers that feed forward and backward send int8
   // blocks and their scales (core/quantized_gather.h); the layout's shards are then multiples of
   // 8 elements. Gathers for the caller (gather_all: full_parameters, saving) stay exact.
@@ -133,6 +139,12 @@ class Stage {
 
   // Before autograd runs for one micro-step; `boundary`: this micro-step ends accumulation.
   virtual void start_backward(bool boundary) = 0;
+  // After start_backward, before autograd runs: parameters this backward cannot reach (outside
+  // the loss's graph, e.g. a layer a data-dependent forward skipped on this rank). Their
+  // gradients count as zero now instead of at the end of backward, so each bucket fills at the
+  // same point of backward on every rank whatever layers a rank skipped: a rank waiting for its
+  // reductions then never waits for a peer stuck behind a collective this rank has yet to issue.
+  virtual void expect_no_grad(const std::vector<int>& params) {}
   // After autograd returned: launches what the hooks did not, waits for every reduction.
   // Blocks the host until this micro-step's gradients are in their final place.
   virtual void finish_backward() = 0;
