@@ -221,11 +221,18 @@ void run_mics(const std::shared_ptr<Communicator>& comm) {
     const Trained base = train_case(comm, k.c, k.extra_zero);
     const Trained mics = train_case(comm, k.c, k.extra_zero + mics2);
     const double diff = max_rel_diff(mics.params, base.params);
-    // fp32 sums in another order: rounding only; bf16 gradient shards round twice, and how far
-    // that moves 4 Adam steps depends on the CPU at hand (0.0234 on an AVX2-only EPYC, also with
-    // our kernels scalar, so LibTorch's own; below 0.02 on the machines CI ran on before).
-    const double tolerance = k.name == "bf16" ? 5e-2 : 1e-5;
-    EXPECT(diff < tolerance, k.name, ": MiCS 2 differs from stage 3 by ", diff);
+    // fp32 sums in another order: rounding only. bf16 gradient shards round twice: every tensor
+    // within 0.3% here, but the 1-element head.bias, one bf16 scalar, moves by a few units of its
+    // last place (0.0234 on an AVX2-only EPYC, with our kernels scalar too: LibTorch's bf16).
+    if (k.name == "bf16") {
+      for (const auto& [name, value] : base.params) {
+        const double d = param_rel_diff(mics.params, base.params, name);
+        EXPECT(d < (value.numel() == 1 ? 5e-2 : 1e-2), k.name, ": MiCS 2's ", name,
+               " differs from stage 3's by ", d);
+      }
+    } else {
+      EXPECT(diff < 1e-5, k.name, ": MiCS 2 differs from stage 3 by ", diff);
+    }
     EXPECT(mics.memory.mics_shard_size == 2 && mics.memory.mics_replicas == world / 2, k.name,
            ": memory report says MiCS ", mics.memory.mics_shard_size, " x ",
            mics.memory.mics_replicas);
