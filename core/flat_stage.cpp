@@ -223,7 +223,18 @@ void FlatStage::setup(const std::vector<bool>& sharded_group,
   for (const Bucket& b : lbuckets)
     if (b.params.size() > 1 || reduction_ == GradReduction::kAllReduce)
       staged_numel_ = std::max(staged_numel_, b.buffer.numel());
+  // Until the first backward shows the order, launch each bucket when its last gradient is
+  // expected: the layout lists parameters in the order backward produces them (the model's own
+  // order reversed), so a bucket is complete when its parameter of highest index arrives. Layout
+  // order instead put stage 3's bucket of the rest of the model first, whose input layer's
+  // gradient comes last, and every other bucket waited in a staging buffer of its own.
   for (int b = 0; b < static_cast<int>(lbuckets.size()); ++b) launch_order_.push_back(b);
+  auto last_param = [&](int b) {
+    const std::vector<int>& ps = lbuckets[b].params;
+    return ps.empty() ? -1 : *std::max_element(ps.begin(), ps.end());
+  };
+  std::stable_sort(launch_order_.begin(), launch_order_.end(),
+                   [&](int a, int b) { return last_param(a) < last_param(b); });
 
   find_unbucketed();
 
