@@ -12,6 +12,7 @@
 #include <zero/core/stage.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/activation/checkpointed.h>
+#include <zero/engine/host_pool.h>
 #include <zero/engine/pipe/module.h>
 #include <zero/engine/lr_schedule.h>
 #include <zero/engine/sharded.h>
@@ -224,6 +225,7 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
                              std::shared_ptr<Communicator> comm, const ParallelGrid* grid) {
   ZERO_CHECK(model, UsageError, "initialize: no model");
   ZERO_CHECK(comm, UsageError, "initialize: no communicator");
+  use_host_pool();
   auto impl = std::make_unique<Engine::Impl>();
   impl->model = model;
   impl->config = parsed.config;
@@ -548,6 +550,9 @@ Engine detail::initialize_on(std::shared_ptr<torch::nn::Module> model, const Par
       made.resumed = engine.load_checkpoint(dir);
     }
   }
+  // What building the engine held for a while (the whole model gathered once, a load's reads)
+  // goes back now, as glibc gives back large blocks when they are freed.
+  host_pool_trim();
   return engine;
 }
 

@@ -7,6 +7,7 @@
 #include <zero/core/stage.h>
 #include <zero/core/storage.h>
 #include <zero/engine/init.h>
+#include <zero/engine/host_pool.h>
 #include <zero/core/float_type_torch.h>
 #include <zero/error.h>
 #include <zero/tp/layers.h>
@@ -61,6 +62,8 @@ void Init::setup(const Config& c, const ParallelGrid* grid) {
   dtype_ = c.fp16.enabled ? at::kHalf : c.bf16.enabled ? at::kBFloat16 : at::kFloat;
   persistence_threshold_numel_ = c.zero_optimization.stage3_param_persistence_threshold;
   layout_options_ = detail::layout_options(c, data_world);
+  // Before the first block is built, so that its shards and transients come from the pool too.
+  use_host_pool();
   g_active = this;
 }
 

@@ -2,6 +2,7 @@
 // allocator's own (same deleter and context), so frees, raw_allocate and storage resizes behave
 // as before; only allocate() is seen.
 #include <zero/engine/allocations.h>
+#include <zero/engine/host_pool.h>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Backtrace.h>
@@ -43,6 +44,10 @@ class CountingCpuAllocator final : public c10::Allocator {
 void count_cpu_allocations() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // The pool an engine installs goes behind the counter, whichever is asked for first, so that
+    // large allocations are counted too (the later of two allocators of one priority replaces
+    // the earlier in c10).
+    use_host_pool();
     // Never freed: tensors allocated through it may outlive every static destructor.
     static auto* counter = new CountingCpuAllocator(c10::GetCPUAllocator());
     // Above the default's priority 0, so that the counter stays in front.

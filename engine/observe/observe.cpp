@@ -17,6 +17,7 @@
 #include "engine_impl.h"
 
 #include <zero/comm/hierarchical_communicator.h>
+#include <zero/engine/host_pool.h>
 
 namespace zero {
 
@@ -115,6 +116,7 @@ double Engine::Impl::flops_per_step_per_rank() const {
 // print the progress line and the breakdown every steps_per_print steps, run the profiler.
 void Engine::Impl::after_optimizer_step() {
   timers.end_step();
+  host_pool_step_boundary();
   const int rank = comm->rank();
   if (rank == 0 && window_loss.defined() &&
       (monitors || (config.steps_per_print > 0 && global_steps % config.steps_per_print == 0)))

@@ -18,6 +18,7 @@
 #include <zero/engine/clean_names.h>
 #include <zero/engine/activation/checkpointed.h>
 #include <zero/engine/horovod/distributed_optimizer.h>
+#include <zero/engine/host_pool.h>
 #include <zero/engine/engine.h>
 #include <zero/engine/init.h>
 #include <zero/engine/pipe/module.h>
