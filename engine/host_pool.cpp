@@ -95,9 +95,22 @@ class HostPool final : public c10::Allocator {
 
   static void release_raw(void* p) { instance->give(p); }
 
+  // The profiler's hook runs after the mutex is released: a hook may allocate too.
   void* take(size_t n) {
+    void* p = nullptr;
+    Totals totals;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      p = carve(n);
+      totals = {static_cast<int64_t>(in_use_), static_cast<int64_t>(end_)};
+    }
+    if (p != nullptr) report(p, static_cast<int64_t>(n), totals);
+    return p;
+  }
+
+  // A block of at least n bytes (mutex held), or null where the range cannot hold it.
+  void* carve(size_t n) {
     const size_t bytes = round_up(std::max<size_t>(n, 1), page_bytes());
-    std::lock_guard<std::mutex> lock(mu_);
     // Lowest address first; the free block that ends at end_ may be extended past it.
     auto it = free_.begin();
     for (; it != free_.end(); ++it)
@@ -117,7 +130,6 @@ class HostPool final : public c10::Allocator {
     used_.emplace(base_ + offset, Used{bytes, n});
     stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, static_cast<int64_t>(in_use_));
     ++stats_.allocations;
-    report(base_ + offset, static_cast<int64_t>(n));
     return base_ + offset;
   }
 
@@ -132,7 +144,18 @@ class HostPool final : public c10::Allocator {
       fallback_free(p);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    int64_t requested = 0;
+    Totals totals;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requested = static_cast<int64_t>(put_back(p));
+      totals = {static_cast<int64_t>(in_use_), static_cast<int64_t>(end_)};
+    }
+    report(p, -requested, totals);
+  }
+
+  // Returns p's block to the free blocks (mutex held); what the caller had asked for.
+  size_t put_back(void* p) {
     auto u = used_.find(p);
     if (u == used_.end()) {
       spdlog::critical("zero: host pool: freeing {} which it never handed out", p);
@@ -140,7 +163,7 @@ class HostPool final : public c10::Allocator {
     }
     size_t offset = static_cast<size_t>(static_cast<char*>(p) - base_);
     size_t bytes = u->second.bytes;
-    report(p, -static_cast<int64_t>(u->second.requested));
+    const size_t requested = u->second.requested;
     used_.erase(u);
     in_use_ -= bytes;
     auto next = free_.lower_bound(offset);
@@ -158,6 +181,7 @@ class HostPool final : public c10::Allocator {
     }
     // Freed now, and resident at least where the block just freed lies.
     free_.emplace(offset, Free{bytes, epoch_, /*released=*/false});
+    return requested;
   }
 
   // Moves end_ up to `end` (mutex held), making the range writable as far.
@@ -184,12 +208,16 @@ class HostPool final : public c10::Allocator {
     return nullptr;
   }
 
-  // What c10's default allocator tells the profiler's thread-local hook (mutex held), so that
-  // memory profiles see pool tensors as they saw them before.
-  void report(void* p, int64_t delta) {
+  struct Totals {
+    int64_t in_use_bytes = 0;
+    int64_t reserved_bytes = 0;  // carved: what the pool holds at most
+  };
+
+  // What c10's default allocator tells the profiler's thread-local hook, so that memory profiles
+  // see pool tensors as they saw them before.
+  static void report(void* p, int64_t delta, const Totals& t) {
     if (c10::memoryProfilingEnabled())
-      c10::reportMemoryUsageToProfiler(p, delta, static_cast<int64_t>(in_use_),
-                                       static_cast<int64_t>(end_),
+      c10::reportMemoryUsageToProfiler(p, delta, t.in_use_bytes, t.reserved_bytes,
                                        c10::Device(c10::DeviceType::CPU));
   }
 

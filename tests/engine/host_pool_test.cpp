@@ -3,7 +3,7 @@
 // neighbours coalesce; what lies above the last step's highest address goes back to the OS at a
 // step boundary (RSS from /proc falls); raw allocations (LibTorch's raw_allocate) of either size
 // are freed by whoever served them; threads allocating at once keep their bytes; the
-// profiler's memory hook sees pool tensors as it saw them before.
+// profiler's memory hook sees pool tensors as it saw them before, and may allocate itself.
 #include <catch2/catch.hpp>
 
 #include <zero/engine/host_pool.h>
@@ -58,6 +58,20 @@ struct ProfilerHook : c10::MemoryReportingInfoBase {
   std::atomic<int64_t> live{0};
   void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
     if (device.type() == c10::DeviceType::CPU) live += bytes;
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+};
+
+// A hook that allocates a large tensor itself (once per report, not for its own).
+struct AllocatingHook : c10::MemoryReportingInfoBase {
+  std::atomic<int> reports{0};
+  bool inside = false;
+  void reportMemoryUsage(void*, int64_t, int64_t, int64_t, c10::Device) override {
+    ++reports;
+    if (inside) return;
+    inside = true;
+    { at::Tensor scratch = bytes_tensor(kMiB); }  // its allocation and its free report inside
+    inside = false;
   }
   bool memoryProfilingEnabled() const override { return true; }
 };
@@ -183,4 +197,12 @@ TEST_CASE("the profiler's memory hook sees pool tensors") {
     CHECK(hook->live == 3 * kMiB + 5);
   }
   CHECK(hook->live == 0);
+}
+
+TEST_CASE("a profiler hook may allocate from the pool itself") {
+  REQUIRE(pool_on());
+  auto hook = std::make_shared<AllocatingHook>();
+  c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, hook);
+  { at::Tensor t = bytes_tensor(2 * kMiB); }  // deadlocked when the pool reported under its lock
+  CHECK(hook->reports >= 2);
 }
