@@ -136,9 +136,17 @@ void profile_case(const ParallelGrid& grid, int pp) {
   EXPECT(torch::equal(before, torch::rand({1})), "profile: the caller's RNG state is kept");
   pipe::PipelineModule module(
       grid, costly, pipe::PipelineOptions().partition_method("profile").profile_input(sample));
+  // What the timing decides for sure: each heavy layer alone on a stage before the light ones
+  // (at pp 4 the six light layers split 3 / 3 or, when a context switch hits one of their few
+  // microsecond runs on a loaded machine, 2 / 4: both balance the measured times).
+  const std::vector<int> parts = module->parts();
   const std::vector<int> expected =
       pp == 2 ? std::vector<int>{0, 1, 8} : std::vector<int>{0, 1, 2, 5, 8};
-  EXPECT(module->parts() == expected, "profile at pp ", pp, ": ", module->partition_text());
+  const bool balanced = pp == 2
+                            ? parts == expected
+                            : parts.size() == 5 && parts[0] == 0 && parts[1] == 1 &&
+                                  parts[2] == 2 && parts[3] >= 4 && parts[3] <= 6 && parts[4] == 8;
+  EXPECT(balanced, "profile at pp ", pp, ": ", module->partition_text());
   EXPECT(pipe::partition_layers("parameters", std::vector<int64_t>(8, 64 * 65),
                                 std::vector<std::string>(8, "Costly"), pp) != expected,
          "profile: the parameter counts alone would partition otherwise");
