@@ -242,8 +242,8 @@ int64_t env_int(const char* name, int64_t fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0' || x < 0)
-    throw std::invalid_argument(std::string(name) + "=" + v + ": expected a non-negative integer");
+  ZERO_CHECK(*end == '\0' && x >= 0, ConfigError, name, "='", v,
+             "': expected a non-negative integer");
   return x;
 }
 
